@@ -1,0 +1,75 @@
+"""Dense top-k retrieval: LlamaIndex's ``VectorStoreIndex`` with the suite's embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core import VectorStoreIndex
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import Document, NodeWithScore, QueryBundle
+
+from ..core.defaults import resolve_embed_model
+from ..core.embeddings import embed_texts
+from ..core.nodes import documents_to_chunks, prepare_documents, with_evidence
+
+
+def build_dense_index(
+    documents: Sequence[Document],
+    embed_model: BaseEmbedding | None = None,
+    *,
+    show_progress: bool = False,
+    **kwargs: Any,
+) -> VectorStoreIndex:
+    """Index documents (one chunk each) in a plain ``VectorStoreIndex``.
+
+    Chunks are embedded by :func:`~llama_index_graphrag_ext.core.embeddings.embed_texts`
+    (length-sorted batches) and handed over with their vectors, so the index
+    stores them without embedding twice.
+    """
+    embed_model = resolve_embed_model(embed_model)
+    docs, _ = prepare_documents(documents)
+    nodes = documents_to_chunks(docs)
+    from llama_index.core.schema import MetadataMode
+
+    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+    vectors = embed_texts(embed_model, texts, show_progress=show_progress, desc="Embedding chunks")
+    for node, vector in zip(nodes, vectors, strict=True):
+        node.embedding = vector.tolist()
+    return VectorStoreIndex(nodes, embed_model=embed_model, **kwargs)
+
+
+class DenseRetriever(BaseRetriever):
+    """Top-k cosine retrieval over a ``VectorStoreIndex``, with evidence metadata.
+
+    Args:
+        index: The vector index.
+        similarity_top_k: Chunks to return.
+        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+    """
+
+    def __init__(
+        self,
+        index: VectorStoreIndex,
+        similarity_top_k: int = 5,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        if similarity_top_k <= 0:
+            raise ValueError("similarity_top_k must be positive")
+        self._inner = index.as_retriever(similarity_top_k=similarity_top_k)
+        self.similarity_top_k = similarity_top_k
+        super().__init__(callback_manager=callback_manager)
+
+    def _wrap(self, results: list[NodeWithScore]) -> list[NodeWithScore]:
+        return [
+            with_evidence(r.node, r.score, {"method": "dense", "rank": i + 1, "cosine": r.score})
+            for i, r in enumerate(results)
+        ]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._wrap(self._inner.retrieve(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._wrap(await self._inner.aretrieve(query_bundle))

@@ -1,0 +1,144 @@
+"""``graphrag-ext``: the demo, the benchmark runner and the graph viewer."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+
+def _configure_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "sentence_transformers", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def _parse_sets(pairs: Sequence[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set expects key=value, got {pair!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    methods = args.methods.split(",") if args.methods else None
+    run_demo(methods, llm=args.llm, top_k=args.top_k)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .eval.registry import REGISTRY
+
+    if args.list:
+        for spec in REGISTRY.specs():
+            print(f"{spec.name:28s} {spec.tier:13s} {spec.description}")
+        return 0
+    if not args.data or not args.methods:
+        raise SystemExit("bench needs --data DIR and --methods m1,m2 (or --list)")
+    from .eval.plot import plot_recall
+    from .eval.runner import RunConfig, format_table, run_benchmark, write_report
+
+    config = RunConfig(
+        data=args.data,
+        methods=[m.strip() for m in args.methods.split(",") if m.strip()],
+        limit=args.limit,
+        max_passages=args.max_passages,
+        answer=args.answer,
+        top_k=args.top_k,
+        options=_parse_sets(args.set),
+        cache_dir=args.cache_dir,
+        llm=args.llm,
+        show_progress=not args.quiet,
+        floor=args.floor,
+    )
+    report = run_benchmark(config)
+    print(format_table(report))
+    if args.out:
+        write_report(report, args.out)
+        print(f"wrote {args.out}")
+    if args.plot:
+        plot_recall(report, args.plot)
+        print(f"wrote {args.plot}")
+    return 1 if any("error" in row for row in report["methods"].values()) else 0
+
+
+def cmd_viz(args: argparse.Namespace) -> int:
+    from .core.viz import export_index
+
+    shown = export_index(
+        args.index_dir, args.out, max_nodes=args.max_nodes, center=args.center or None
+    )
+    print(f"wrote {args.out} ({shown})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphrag-ext",
+        description="Graph-RAG methods as LlamaIndex components: demo, benchmarks, graph viewer.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="index the shipped corpus and answer its questions")
+    demo.add_argument("--methods", help="comma-separated method names (default: the demo set)")
+    demo.add_argument(
+        "--llm", help="provider: embedded, openai, openai-like or none (default: from environment)"
+    )
+    demo.add_argument("--top-k", type=int, default=3, help="passages shown per question")
+    demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="run methods side by side on a benchmark folder")
+    bench.add_argument("--data", help="benchmark folder (corpus.jsonl, questions.jsonl)")
+    bench.add_argument("--methods", help="comma-separated method names (see --list)")
+    bench.add_argument("--limit", type=int, help="first N questions only")
+    bench.add_argument(
+        "--max-passages", type=int, help="corpus sample: gold passages plus others up to M"
+    )
+    bench.add_argument("--answer", action="store_true", help="also answer (EM, F1, Acc)")
+    bench.add_argument("--top-k", type=int, default=10, help="passages retrieved per question")
+    bench.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="method option, repeatable"
+    )
+    bench.add_argument("--llm", help="provider for LLM methods (default: from environment)")
+    bench.add_argument("--cache-dir", help="folder for LLM response caches")
+    bench.add_argument("--out", help="write the JSON report here")
+    bench.add_argument("--plot", help="write a recall bar chart here (PNG)")
+    bench.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time encoding the passages directly (reports index time / that floor)",
+    )
+    bench.add_argument("--quiet", action="store_true", help="no progress bars")
+    bench.add_argument("--list", action="store_true", help="list registered methods")
+    bench.set_defaults(func=cmd_bench)
+
+    viz = sub.add_parser("viz", help="export a persisted index's graph (GraphML or HTML)")
+    viz.add_argument("index_dir", help="a folder written by an index's persist()")
+    viz.add_argument("--out", required=True, help="FILE.graphml or FILE.html")
+    viz.add_argument("--max-nodes", type=int, default=300, help="cap on nodes shown")
+    viz.add_argument("--center", action="append", help="node id to centre on (repeatable)")
+    viz.set_defaults(func=cmd_viz)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``graphrag-ext`` command."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

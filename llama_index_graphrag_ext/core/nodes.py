@@ -1,0 +1,170 @@
+"""Documents in, chunk nodes out; retrieved nodes with their evidence.
+
+Shared by every method: input hygiene (empty and duplicate documents are
+counted and logged, never silently dropped), deterministic chunk ids, and the
+``evidence`` metadata through which each retriever says why it chose a chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.node_parser import NodeParser
+from llama_index.core.schema import (
+    BaseNode,
+    Document,
+    NodeRelationship,
+    NodeWithScore,
+    TextNode,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Metadata key under which retrievers record why a node was chosen.
+EVIDENCE_KEY = "evidence"
+
+
+class DuplicateDocumentError(ValueError):
+    """Two different documents share one id."""
+
+
+@dataclass
+class InputReport:
+    """What :func:`prepare_documents` kept, merged and skipped, for logs and reports."""
+
+    received: int = 0
+    kept: int = 0
+    empty: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Counts, JSON-ready."""
+        return {
+            "received": self.received,
+            "kept": self.kept,
+            "empty_skipped": len(self.empty),
+            "duplicates_skipped": len(self.duplicates),
+        }
+
+
+def prepare_documents(
+    documents: Iterable[Document], *, on_duplicate: str = "skip-identical"
+) -> tuple[list[Document], InputReport]:
+    """Check a batch of documents before indexing.
+
+    Empty or whitespace-only documents are skipped and counted (there is nothing
+    to index). A repeated id with the same text is skipped and counted; with a
+    different text it raises, unless ``on_duplicate="keep-first"`` (log and skip)
+    or ``"keep-last"``.
+
+    Args:
+        documents: The input documents.
+        on_duplicate: ``"skip-identical"`` (default), ``"keep-first"`` or ``"keep-last"``.
+
+    Returns:
+        The documents to index and a report of what was skipped.
+
+    Raises:
+        DuplicateDocumentError: Two different texts under one id with the default policy.
+    """
+    if on_duplicate not in ("skip-identical", "keep-first", "keep-last"):
+        raise ValueError(f"unknown on_duplicate policy {on_duplicate!r}")
+    report = InputReport()
+    by_id: dict[str, Document] = {}
+    for doc in documents:
+        report.received += 1
+        if not isinstance(doc, BaseNode):
+            raise TypeError(f"expected a LlamaIndex Document, got {type(doc).__name__}")
+        text = doc.get_content()
+        if not text or not text.strip():
+            report.empty.append(doc.doc_id)
+            continue
+        previous = by_id.get(doc.doc_id)
+        if previous is not None:
+            report.duplicates.append(doc.doc_id)
+            if previous.get_content() == text or on_duplicate == "keep-first":
+                continue
+            if on_duplicate == "skip-identical":
+                raise DuplicateDocumentError(
+                    f"two different documents share the id {doc.doc_id!r}; give them "
+                    "distinct ids or pass on_duplicate='keep-first'/'keep-last'"
+                )
+        by_id[doc.doc_id] = doc
+    kept = list(by_id.values())
+    report.kept = len(kept)
+    if report.empty:
+        logger.warning("skipped %d empty document(s): %s", len(report.empty), report.empty[:5])
+    if report.duplicates:
+        logger.warning(
+            "skipped %d duplicate document id(s): %s", len(report.duplicates), report.duplicates[:5]
+        )
+    return kept, report
+
+
+def chunk_id(doc_id: str, position: int, text: str) -> str:
+    """A content-addressed chunk id: same document, place and text give the same id."""
+    digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{doc_id}#{position}-{digest}"
+
+
+def documents_to_chunks(
+    documents: Sequence[Document], splitter: NodeParser | None = None
+) -> list[TextNode]:
+    """Turn documents into chunk nodes that point back to their document.
+
+    Without a splitter each document is one chunk (the benchmark convention:
+    one passage, one node). With one, its nodes are re-identified with
+    :func:`chunk_id` so re-inserting the same document is idempotent.
+    """
+    chunks: list[TextNode] = []
+    for doc in documents:
+        if splitter is None:
+            pieces = [doc.get_content()]
+        else:
+            pieces = [n.get_content() for n in splitter.get_nodes_from_documents([doc])]
+        for position, text in enumerate(p for p in pieces if p.strip()):
+            node = TextNode(
+                id_=chunk_id(doc.doc_id, position, text),
+                text=text,
+                metadata=dict(doc.metadata),
+                excluded_embed_metadata_keys=list(doc.excluded_embed_metadata_keys),
+                excluded_llm_metadata_keys=list(doc.excluded_llm_metadata_keys),
+            )
+            node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
+            chunks.append(node)
+    return chunks
+
+
+def with_evidence(node: BaseNode, score: float | None, evidence: dict[str, Any]) -> NodeWithScore:
+    """Return a copy of ``node`` carrying ``evidence`` in its metadata.
+
+    The stored node is never modified (retrieval stays thread-safe), and the
+    evidence is excluded from what the LLM and the embedder see.
+    """
+    copy = node.model_copy(deep=False)
+    copy.metadata = {**node.metadata, EVIDENCE_KEY: evidence}
+    for keys_attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+        keys = list(getattr(node, keys_attr))
+        if EVIDENCE_KEY not in keys:
+            keys.append(EVIDENCE_KEY)
+        setattr(copy, keys_attr, keys)
+    return NodeWithScore(node=copy, score=None if score is None else float(score))
+
+
+def source_id(node: BaseNode | NodeWithScore) -> str:
+    """The id of the document a node came from (its own id if it has no source)."""
+    if isinstance(node, NodeWithScore):
+        node = node.node
+    return node.ref_doc_id or node.node_id
+
+
+def dedupe_by_source(results: Iterable[NodeWithScore]) -> list[str]:
+    """Source document ids of ranked results, first occurrence kept."""
+    seen: dict[str, None] = {}
+    for result in results:
+        seen.setdefault(source_id(result), None)
+    return list(seen)

@@ -1,0 +1,27 @@
+"""Registers the two reference methods, ``dense`` and ``bm25``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llama_index.core.schema import Document
+
+from ..baselines import BM25Retriever, DenseRetriever, build_dense_index
+from .registry import BenchContext, BenchSystem, register_method
+
+
+@register_method("dense", "llm-free", "LlamaIndex VectorStoreIndex, top-k cosine, same embedder")
+def build_dense(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    index = build_dense_index(documents, ctx.embed_model, show_progress=ctx.show_progress)
+    return BenchSystem(retriever=DenseRetriever(index, similarity_top_k=ctx.top_k))
+
+
+@register_method("bm25", "llm-free", "Okapi BM25 (k1=1.5, b=0.75) over title and text")
+def build_bm25(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    retriever = BM25Retriever.from_documents(
+        documents,
+        similarity_top_k=ctx.top_k,
+        k1=ctx.option("k1", 1.5),
+        b=ctx.option("b", 0.75),
+    )
+    return BenchSystem(retriever=retriever)

@@ -1,0 +1,191 @@
+"""The one registry of benchmarkable methods.
+
+Each method package registers its names here (``register_method``); the runner,
+the demo and the CLI look them up. A name can be a pattern with named groups,
+such as ``cue-(?P<alpha>[0-9.]+)``, whose values reach the builder as options.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.llms import LLM
+from llama_index.core.schema import Document, NodeWithScore
+
+from ..core.nodes import dedupe_by_source
+
+logger = logging.getLogger(__name__)
+
+Tier = Literal["llm-free", "embedded-llm", "llm"]
+
+#: Modules that register the built-in methods; imported on first lookup.
+BUILTIN_MODULES = ("llama_index_graphrag_ext.eval.baselines",)
+
+
+@dataclass
+class BenchContext:
+    """What a method builder gets besides the documents.
+
+    Attributes:
+        embed_model: The shared embedder (loaded once per run).
+        llm_factory: Builds the configured LLM on first use, so LLM-free methods
+            never load one.
+        top_k: How many passages the runner reads per question.
+        options: ``--set key=value`` pairs and a pattern name's groups.
+        cache_dir: Where methods keep their LLM response caches.
+        show_progress: Show progress bars while indexing.
+    """
+
+    embed_model: BaseEmbedding
+    llm_factory: Callable[[], LLM | None] = lambda: None
+    top_k: int = 10
+    options: dict[str, str] = field(default_factory=dict)
+    cache_dir: Path | None = None
+    show_progress: bool = False
+    _llm: Any = field(default=None, init=False, repr=False)
+    _llm_made: bool = field(default=False, init=False, repr=False)
+
+    def llm(self) -> LLM | None:
+        """The configured LLM (built once)."""
+        if not self._llm_made:
+            self._llm = self.llm_factory()
+            self._llm_made = True
+        return self._llm
+
+    def option(self, name: str, default: Any, cast: Callable[[str], Any] | None = None) -> Any:
+        """An option's value converted like ``default`` (or by ``cast``)."""
+        if name not in self.options:
+            return default
+        raw = self.options[name]
+        if cast is None:
+            cast = (
+                (lambda s: s.lower() in ("1", "true", "yes"))
+                if isinstance(default, bool)
+                else type(default)
+            )
+        return cast(raw)
+
+
+@dataclass
+class BenchSystem:
+    """A built method, as the runner drives it.
+
+    Attributes:
+        retriever: Ranks chunks for a question (required).
+        answerer: Optional callable ``question -> (answer text, ranked passage ids)``
+            for methods that answer by themselves (query engines).
+        info: Free-form facts for the report (sample sizes, fallbacks taken, ...).
+    """
+
+    retriever: BaseRetriever
+    answerer: Callable[[str], tuple[str, list[str]]] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def retrieve(self, question: str) -> tuple[list[str], list[NodeWithScore]]:
+        """Ranked passage ids (first occurrence of each source) and the raw results."""
+        results = self.retriever.retrieve(question)
+        return dedupe_by_source(results), results
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method.
+
+    Attributes:
+        name: The name, or a regular expression with named groups.
+        tier: ``llm-free``, ``embedded-llm`` or ``llm`` (the configured provider).
+        build: ``(documents, context) -> BenchSystem``.
+        description: One line for ``graphrag-ext bench --list``.
+    """
+
+    name: str
+    tier: Tier
+    build: Callable[[Sequence[Document], BenchContext], BenchSystem]
+    description: str = ""
+
+    @property
+    def is_pattern(self) -> bool:
+        """True when the name is a pattern with groups."""
+        return "(?P<" in self.name
+
+
+class MethodRegistry:
+    """Name → :class:`MethodSpec`."""
+
+    def __init__(self, modules: Sequence[str] = BUILTIN_MODULES) -> None:
+        self._specs: dict[str, MethodSpec] = {}
+        self._modules = list(modules)
+        self._loaded = False
+
+    def register(self, spec: MethodSpec) -> MethodSpec:
+        """Add a method; a name can be registered once."""
+        if spec.name in self._specs and self._specs[spec.name] is not spec:
+            raise ValueError(f"method {spec.name!r} is already registered")
+        self._specs[spec.name] = spec
+        return spec
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        for module in self._modules:
+            importlib.import_module(module)
+
+    def resolve(self, name: str) -> tuple[MethodSpec, dict[str, str]]:
+        """The spec for ``name`` and the options its pattern captured.
+
+        Raises:
+            KeyError: No such method (the message lists the known ones).
+        """
+        self._load()
+        if name in self._specs:
+            return self._specs[name], {}
+        for spec in self._specs.values():
+            if spec.is_pattern:
+                match = re.fullmatch(spec.name, name)
+                if match:
+                    return spec, {k: v for k, v in match.groupdict().items() if v is not None}
+        raise KeyError(f"unknown method {name!r}; known: {', '.join(self.names())}")
+
+    def names(self) -> list[str]:
+        """Registered names (patterns as written)."""
+        self._load()
+        return list(self._specs)
+
+    def specs(self) -> list[MethodSpec]:
+        """Registered specs."""
+        self._load()
+        return list(self._specs.values())
+
+
+#: The process-wide registry the runner, demo and CLI use.
+REGISTRY = MethodRegistry()
+
+
+def register_method(name: str, tier: Tier, description: str = ""):
+    """Decorator: register ``build(documents, context) -> BenchSystem`` under ``name``."""
+
+    def decorator(build: Callable[[Sequence[Document], BenchContext], BenchSystem]):
+        REGISTRY.register(MethodSpec(name=name, tier=tier, build=build, description=description))
+        return build
+
+    return decorator
+
+
+def query_engine_answerer(engine: BaseQueryEngine) -> Callable[[str], tuple[str, list[str]]]:
+    """Adapt a query engine to :attr:`BenchSystem.answerer`."""
+
+    def answer(question: str) -> tuple[str, list[str]]:
+        response = engine.query(question)
+        return str(response), dedupe_by_source(response.source_nodes)
+
+    return answer

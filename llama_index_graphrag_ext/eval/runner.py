@@ -1,0 +1,335 @@
+"""The benchmark runner: every named method on one corpus and question set, in one process.
+
+For each method it measures index seconds, per-question latency, LLM calls and
+tokens (indexing and querying apart, as LlamaIndex's ``TokenCountingHandler``
+sees them: cached responses cost nothing), the process's peak resident memory
+while the method ran, and the retrieval metrics of the benchmarks README. With
+``answer=True`` methods also answer, and exact match, token F1 and Acc are
+reported where the set has answers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
+from llama_index.core.llms import LLM
+from tqdm.auto import tqdm
+
+from ..core.defaults import describe_llm, resolve_embed_model, resolve_llm
+from .data import Benchmark, Question, load_benchmark
+from .metrics import accuracy, all_at_k, exact_match, percentile, recall_at_k, token_f1
+from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
+
+logger = logging.getLogger(__name__)
+
+RECALL_KS = (2, 5, 10)
+#: Passages handed to the answer synthesizer for retrieve-then-answer.
+ANSWER_TOP_K = 5
+
+
+class RssSampler:
+    """Samples this process's resident memory in a thread; ``peak_mb`` after exit."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.interval = interval
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def current_mb() -> float:
+        """Resident memory now, in MiB."""
+        try:
+            with open("/proc/self/statm") as fh:
+                pages = int(fh.read().split()[1])
+            return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError):  # not Linux: fall back to the lifetime peak
+            import resource
+
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_mb = max(self.peak_mb, self.current_mb())
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self.peak_mb = self.current_mb()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mb = max(self.peak_mb, self.current_mb())
+
+
+class LLMUsage:
+    """Counts LLM calls and tokens of one LLM through a ``TokenCountingHandler``."""
+
+    def __init__(self, llm: LLM | None) -> None:
+        self.handler = TokenCountingHandler()
+        self.llm = llm
+        if llm is not None:
+            if getattr(llm, "callback_manager", None) is None:
+                llm.callback_manager = CallbackManager([])
+            llm.callback_manager.add_handler(self.handler)
+
+    def take(self) -> tuple[int, int]:
+        """Calls and tokens since the last ``take``; then reset."""
+        calls = len(self.handler.llm_token_counts)
+        tokens = self.handler.total_llm_token_count
+        self.handler.reset_counts()
+        return calls, tokens
+
+    def close(self) -> None:
+        """Detach the handler."""
+        if self.llm is not None:
+            self.llm.callback_manager.remove_handler(self.handler)
+
+
+@dataclass
+class RunConfig:
+    """Options of one benchmark run (the CLI's flags)."""
+
+    data: str
+    methods: list[str]
+    limit: int | None = None
+    max_passages: int | None = None
+    answer: bool = False
+    top_k: int = 10
+    options: dict[str, str] = field(default_factory=dict)
+    cache_dir: str | None = None
+    llm: str | None = None
+    show_progress: bool = True
+    floor: bool = False
+
+
+def _answer_with_synthesis(llm: LLM) -> Callable[[str, list], str]:
+    from llama_index.core import get_response_synthesizer
+
+    from ..core.prompts import SHORT_ANSWER_PROMPT
+
+    synthesizer = get_response_synthesizer(
+        llm=llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT
+    )
+
+    def answer(question: str, results: list) -> str:
+        return str(synthesizer.synthesize(question, nodes=results[:ANSWER_TOP_K]))
+
+    return answer
+
+
+def evaluate_method(
+    name: str,
+    system_builder: Callable[[], BenchSystem],
+    questions: Sequence[Question],
+    usage: LLMUsage,
+    *,
+    tier: str,
+    answer_fn: Callable[[str, list], str] | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Build one method and run it over the questions; return its result row."""
+    row: dict[str, Any] = {"tier": tier}
+    with RssSampler() as rss:
+        usage.take()
+        start = time.perf_counter()
+        system = system_builder()
+        row["index_seconds"] = round(time.perf_counter() - start, 3)
+        row["llm_calls_index"], row["llm_tokens_index"] = usage.take()
+        latencies, recalls, alls, answers = [], {k: [] for k in RECALL_KS}, [], []
+        bar = tqdm(questions, desc=f"{name}: questions", unit="q", disable=not show_progress)
+        for q in bar:
+            start = time.perf_counter()
+            if system.answerer is not None and answer_fn is not None:
+                prediction, ranked = system.answerer(q.question)
+                latencies.append(time.perf_counter() - start)
+            else:
+                ranked, results = system.retrieve(q.question)
+                latencies.append(time.perf_counter() - start)
+                prediction = answer_fn(q.question, results) if answer_fn else None
+            if q.gold_ids:
+                for k in RECALL_KS:
+                    recalls[k].append(recall_at_k(ranked, q.gold_ids, k))
+                alls.append(all_at_k(ranked, q.gold_ids, 5))
+            if prediction is not None and q.answers:
+                answers.append(
+                    (
+                        exact_match(prediction, q.answers),
+                        token_f1(prediction, q.answers),
+                        accuracy(prediction, q.answers),
+                    )
+                )
+        row["llm_calls_query"], row["llm_tokens_query"] = usage.take()
+    for k in RECALL_KS:
+        row[f"recall@{k}"] = round(float(np.mean(recalls[k])), 4) if recalls[k] else None
+    row["all@5"] = round(float(np.mean(alls)), 4) if alls else None
+    ms = [1000 * t for t in latencies]
+    row["query_ms_p50"] = round(percentile(ms, 50), 2)
+    row["query_ms_p95"] = round(percentile(ms, 95), 2)
+    if answers:
+        em, f1, acc = np.mean(np.asarray(answers), axis=0)
+        row.update(em=round(float(em), 4), f1=round(float(f1), 4), acc=round(float(acc), 4))
+    row["peak_rss_mb"] = round(rss.peak_mb, 1)
+    if system.info:
+        row["info"] = system.info
+    return row
+
+
+def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dict[str, Any]:
+    """Run every method of ``config`` on one benchmark; return the report (JSON-ready)."""
+    full = load_benchmark(config.data)
+    bench: Benchmark = full.subset(config.limit, config.max_passages)
+    specs = [(name, *registry.resolve(name)) for name in config.methods]  # fail fast on typos
+
+    load_start = time.perf_counter()
+    embed_model = resolve_embed_model()
+    embed_model.get_text_embedding("warm-up")  # model load is not any method's index time
+    llm_cache: dict[str, LLM | None] = {}
+
+    def llm_factory() -> LLM | None:
+        if "llm" not in llm_cache:
+            llm_cache["llm"] = resolve_llm(config.llm)
+        return llm_cache["llm"]
+
+    report: dict[str, Any] = {
+        "bench": bench.name,
+        "questions": len(bench.questions),
+        "passages": len(bench.passages),
+        "methods": {},
+        "run": {
+            "data": str(config.data),
+            "corpus_passages": len(full.passages),
+            "corpus_questions": len(full.questions),
+            "sampled": len(bench.passages) < len(full.passages),
+            "top_k": config.top_k,
+            "answer": config.answer,
+            "options": config.options,
+            "embed_model": getattr(embed_model, "model_name", type(embed_model).__name__),
+            "model_load_seconds": round(time.perf_counter() - load_start, 2),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    }
+    documents = bench.documents()
+    if config.floor:
+        floor = embedding_floor_seconds(embed_model, documents)
+        if floor is not None:
+            report["run"]["embed_floor_seconds"] = round(floor, 3)
+    for name, spec, captured in specs:
+        logger.info("method %s (%s)", name, spec.tier)
+        ctx = BenchContext(
+            embed_model=embed_model,
+            llm_factory=llm_factory if spec.tier != "llm-free" or config.answer else (lambda: None),
+            top_k=max(config.top_k, max(RECALL_KS)),
+            options={**config.options, **captured},
+            cache_dir=Path(config.cache_dir) if config.cache_dir else None,
+            show_progress=config.show_progress,
+        )
+        llm = ctx.llm() if (spec.tier != "llm-free" or config.answer) else None
+        usage = LLMUsage(llm)
+        answer_fn = _answer_with_synthesis(llm) if (config.answer and llm is not None) else None
+        try:
+            row = evaluate_method(
+                name,
+                lambda spec=spec, ctx=ctx: spec.build(documents, ctx),
+                bench.questions,
+                usage,
+                tier=spec.tier,
+                answer_fn=answer_fn,
+                show_progress=config.show_progress,
+            )
+            if llm is not None:
+                row["llm"] = describe_llm(llm)
+        except Exception as exc:  # one broken method must not lose the others' results
+            logger.exception("method %s failed", name)
+            row = {"tier": spec.tier, "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            usage.close()
+        floor = report["run"].get("embed_floor_seconds")
+        if floor and "index_seconds" in row:
+            row["index_vs_embed"] = round(row["index_seconds"] / floor, 3)
+        report["methods"][name] = row
+    return report
+
+
+def embedding_floor_seconds(embed_model, documents) -> float | None:
+    """Seconds sentence-transformers takes to encode the passages directly.
+
+    This is the floor for any index that embeds each passage once: the runner
+    reports every method's index time as a multiple of it (``index_vs_embed``).
+    Returns None when the embedder is not a sentence-transformers model.
+    """
+    from llama_index.core.schema import MetadataMode
+
+    model = getattr(embed_model, "_model", None)
+    if model is None or not hasattr(model, "encode"):
+        logger.warning("embedding floor needs a sentence-transformers embedder; skipped")
+        return None
+    texts = [d.get_content(metadata_mode=MetadataMode.EMBED) for d in documents]
+    start = time.perf_counter()
+    model.encode(texts, batch_size=32, normalize_embeddings=True)
+    return time.perf_counter() - start
+
+
+COLUMNS = (
+    ("recall@2", "R@2", "{:.3f}"),
+    ("recall@5", "R@5", "{:.3f}"),
+    ("recall@10", "R@10", "{:.3f}"),
+    ("all@5", "all@5", "{:.3f}"),
+    ("em", "EM", "{:.3f}"),
+    ("f1", "F1", "{:.3f}"),
+    ("acc", "Acc", "{:.3f}"),
+    ("index_seconds", "index s", "{:.1f}"),
+    ("index_vs_embed", "idx/embed", "{:.2f}"),
+    ("query_ms_p50", "q p50 ms", "{:.1f}"),
+    ("query_ms_p95", "q p95 ms", "{:.1f}"),
+    ("llm_calls_index", "LLM calls idx", "{:d}"),
+    ("llm_tokens_index", "LLM tok idx", "{:d}"),
+    ("llm_calls_query", "LLM calls q", "{:d}"),
+    ("llm_tokens_query", "LLM tok q", "{:d}"),
+    ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
+)
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The report as a Markdown table (columns without any value are left out)."""
+    rows = report["methods"]
+    cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in rows.values())]
+    header = ["method", "tier", *[c[1] for c in cols]]
+    lines = [
+        f"{report['bench']}: {report['questions']} questions, {report['passages']} passages"
+        + (" (corpus sample)" if report.get("run", {}).get("sampled") else ""),
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    for name, row in rows.items():
+        if "error" in row:
+            lines.append(f"| {name} | {row['tier']} | error: {row['error']} |")
+            continue
+        cells = [name, row["tier"]]
+        for key, _, fmt in cols:
+            value = row.get(key)
+            cells.append("" if value is None else fmt.format(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_report(report: dict[str, Any], path: str | os.PathLike) -> None:
+    """Write the JSON report."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,83 @@
+"""Shared fixtures: a deterministic bag-of-words embedder, the real MiniLM, benchmark slices."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+MUSIQUE = SHARED / "benchmarks" / "musique-100"
+
+
+class BagOfWordsEmbedding(BaseEmbedding):
+    """Deterministic hashed bag-of-words vectors: texts sharing words are similar."""
+
+    dim: int = 64
+
+    def _vector(self, text: str) -> list[float]:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            slot = int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim
+            vec[slot] += 1.0
+        if not vec.any():
+            vec[0] = 1.0
+        return (vec / np.linalg.norm(vec)).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+@pytest.fixture
+def bow_embed() -> BagOfWordsEmbedding:
+    return BagOfWordsEmbedding(embed_batch_size=4)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real embedded all-MiniLM-L6-v2 (loaded once per session)."""
+    from llama_index_graphrag_ext.core.defaults import default_embed_model
+
+    return default_embed_model()
+
+
+@pytest.fixture(scope="session")
+def musique_slice(tmp_path_factory):
+    """A real 8-question slice of musique-100 written in the canonical format."""
+    from llama_index_graphrag_ext.eval.data import load_benchmark
+
+    if not MUSIQUE.is_dir():
+        pytest.skip(f"{MUSIQUE} is not present")
+    bench = load_benchmark(MUSIQUE).subset(limit=8, max_passages=60)
+    folder = tmp_path_factory.mktemp("musique-slice")
+    import json
+
+    with open(folder / "corpus.jsonl", "w") as fh:
+        for p in bench.passages:
+            fh.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n")
+    with open(folder / "questions.jsonl", "w") as fh:
+        for q in bench.questions:
+            row = {
+                "id": q.id,
+                "question": q.question,
+                "answers": list(q.answers),
+                "gold_ids": list(q.gold_ids),
+                "type": q.type,
+            }
+            fh.write(json.dumps(row) + "\n")
+    return folder
