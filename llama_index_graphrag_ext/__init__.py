@@ -1,3 +1,33 @@
-"""Graph-RAG methods as LlamaIndex components."""
+"""Graph-RAG methods as LlamaIndex components.
+
+The public API is re-exported here; see the documentation site for tutorials.
+"""
 
 __version__ = "0.1.0"
+
+from .baselines import BM25Retriever, DenseRetriever, build_dense_index  # noqa: E402
+from .core import (  # noqa: E402
+    CachedEmbedding,
+    GraphIndexBase,
+    LLMCache,
+    PassageParser,
+    StructuredLLM,
+    TypedGraph,
+    default_embed_model,
+    embedded_llm,
+)
+
+__all__ = [
+    "BM25Retriever",
+    "CachedEmbedding",
+    "DenseRetriever",
+    "GraphIndexBase",
+    "LLMCache",
+    "PassageParser",
+    "StructuredLLM",
+    "TypedGraph",
+    "__version__",
+    "build_dense_index",
+    "default_embed_model",
+    "embedded_llm",
+]

@@ -58,6 +58,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         llm=args.llm,
         show_progress=not args.quiet,
         floor=args.floor,
+        embed_cache=args.embed_cache,
     )
     report = run_benchmark(config)
     print(format_table(report))
@@ -116,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--floor",
         action="store_true",
         help="also time encoding the passages directly (reports index time / that floor)",
+    )
+    bench.add_argument(
+        "--embed-cache",
+        help="sqlite file caching passage embeddings across runs (index times then exclude them)",
     )
     bench.add_argument("--quiet", action="store_true", help="no progress bars")
     bench.add_argument("--list", action="store_true", help="list registered methods")

@@ -1,0 +1,62 @@
+"""Shared substrate of the suite: knows nothing of any one method.
+
+| module | what it gives |
+|---|---|
+| :mod:`.embeddings` | batched embedding, exact top-k, blocked kNN graphs |
+| :mod:`.vectors` | vector tables: in-memory numpy or any LlamaIndex vector store |
+| :mod:`.graph` | the typed graph on networkx |
+| :mod:`.viz` | GraphML and offline HTML export of a graph |
+| :mod:`.llm` | structured LLM calls: JSON repair, retries, concurrency, usage |
+| :mod:`.cache` | the persistent LLM response cache |
+| :mod:`.embed_cache` | a persistent embedding cache around any embedder |
+| :mod:`.nlp` | spaCy loading, sentences, NER, BM25, BLEU, token counts |
+| :mod:`.nodes` | input hygiene, chunk nodes, evidence metadata |
+| :mod:`.index` | the base class of the suite's indexes |
+| :mod:`.persist` | versioned, atomic persistence |
+| :mod:`.defaults` | embedded offline defaults and provider selection |
+"""
+
+from .cache import LLMCache
+from .defaults import (
+    MissingModelError,
+    default_embed_model,
+    embedded_llm,
+    resolve_embed_model,
+    resolve_llm,
+)
+from .embed_cache import CachedEmbedding
+from .embeddings import embed_query, embed_texts, knn_graph, top_k
+from .graph import TypedGraph
+from .index import GraphIndexBase
+from .llm import LLMOutputError, RetryPolicy, StructuredLLM, UsageMeter
+from .nodes import EVIDENCE_KEY, PassageParser, prepare_documents, with_evidence
+from .persist import IndexFormatError
+from .vectors import InMemoryVectorTable, VectorStoreTable, VectorTable
+
+__all__ = [
+    "EVIDENCE_KEY",
+    "CachedEmbedding",
+    "GraphIndexBase",
+    "InMemoryVectorTable",
+    "IndexFormatError",
+    "LLMCache",
+    "LLMOutputError",
+    "MissingModelError",
+    "PassageParser",
+    "RetryPolicy",
+    "StructuredLLM",
+    "TypedGraph",
+    "UsageMeter",
+    "VectorStoreTable",
+    "VectorTable",
+    "default_embed_model",
+    "embed_query",
+    "embed_texts",
+    "embedded_llm",
+    "knn_graph",
+    "prepare_documents",
+    "resolve_embed_model",
+    "resolve_llm",
+    "top_k",
+    "with_evidence",
+]

@@ -168,3 +168,35 @@ def dedupe_by_source(results: Iterable[NodeWithScore]) -> list[str]:
     for result in results:
         seen.setdefault(source_id(result), None)
     return list(seen)
+
+
+class PassageParser(NodeParser):
+    """One chunk per document, with content-addressed ids (see :func:`chunk_id`).
+
+    The benchmark convention (a passage is a chunk) as a regular LlamaIndex node
+    parser, usable in ``IngestionPipeline``. Empty documents yield no node.
+    """
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PassageParser"
+
+    def _parse_nodes(
+        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
+    ) -> list[BaseNode]:
+        out: list[BaseNode] = []
+        for node in nodes:
+            text = node.get_content()
+            if not text.strip():
+                logger.warning("PassageParser: skipped empty document %s", node.node_id)
+                continue
+            chunk = TextNode(
+                id_=chunk_id(node.node_id, 0, text),
+                text=text,
+                metadata=dict(node.metadata),
+                excluded_embed_metadata_keys=list(node.excluded_embed_metadata_keys),
+                excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys),
+            )
+            chunk.relationships[NodeRelationship.SOURCE] = node.as_related_node_info()
+            out.append(chunk)
+        return out

@@ -1,0 +1,332 @@
+"""The base class of the suite's indexes: a LlamaIndex ``BaseIndex`` with graph-method plumbing.
+
+A method's index subclasses :class:`GraphIndexBase` and implements four hooks:
+
+* ``_add_chunks(nodes)``: add new chunk nodes to the method's structures;
+* ``_remove_chunks(ids)``: take chunks out again;
+* ``_persist_state(folder)`` / ``_load_state(folder, manifest)``: its own files.
+
+Everything else is shared: ``from_documents`` (with input hygiene),
+``insert`` / ``insert_nodes`` / ``delete_ref_doc`` through LlamaIndex's docstore
+bookkeeping, atomic versioned ``persist`` and ``load``, ``as_query_engine`` with
+the suite's LLM resolution, and a lock that serialises writers while readers
+run on consistent snapshots.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from abc import abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from llama_index.core import StorageContext
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.data_structs.data_structs import IndexList
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.llms import LLM
+from llama_index.core.schema import BaseNode, Document, TransformComponent
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore.types import RefDocInfo
+
+from .defaults import resolve_embed_model, resolve_llm
+from .graph import TypedGraph
+from .nodes import prepare_documents
+from .persist import atomic_dir, read_manifest, write_manifest
+
+logger = logging.getLogger(__name__)
+
+#: File names every persisted graph index uses (``graphrag-ext viz`` reads ``GRAPH_FILE``).
+DOCSTORE_FILE = "docstore.json"
+GRAPH_FILE = "graph.json.gz"
+
+
+class GraphIndexBase(BaseIndex[IndexList]):
+    """Shared plumbing of the suite's indexes (subclass it; see the module docs).
+
+    Args:
+        nodes: Chunk nodes to index (``from_documents`` makes them from documents).
+        embed_model: Embedder; falls back to ``Settings`` then the embedded MiniLM.
+        llm: LLM for LLM-backed steps and ``as_query_engine``; falls back to
+            ``Settings`` then the environment (see :func:`.defaults.resolve_llm`).
+        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+        storage_context: Where the docstore lives (a fresh in-memory one by default).
+        show_progress: Show progress bars while building.
+        **config: The subclass's own settings (validated by :meth:`_configure`).
+    """
+
+    #: Manifest kind; each subclass sets its own.
+    index_kind: ClassVar[str] = "graph-index"
+    #: Format version written by this release; bump when the files change.
+    format_version: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        nodes: Sequence[BaseNode] | None = None,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        llm: LLM | None = None,
+        callback_manager: CallbackManager | None = None,
+        storage_context: StorageContext | None = None,
+        show_progress: bool = False,
+        index_struct: IndexList | None = None,
+        transformations: list[TransformComponent] | None = None,
+        **config: Any,
+    ) -> None:
+        self._embed_model = resolve_embed_model(embed_model)
+        self._llm = llm
+        self._lock = threading.RLock()
+        self._configure(**config)
+        super().__init__(
+            nodes=nodes if index_struct is None else None,
+            index_struct=index_struct,
+            storage_context=storage_context,
+            callback_manager=callback_manager,
+            show_progress=show_progress,
+            transformations=transformations,
+        )
+
+    # ------------------------------------------------------------------ hooks
+
+    def _configure(self, **config: Any) -> None:
+        """Take the subclass's settings before anything is built (reject unknown ones)."""
+        if config:
+            raise TypeError(f"{type(self).__name__} got unknown settings: {sorted(config)}")
+
+    def config(self) -> dict[str, Any]:
+        """The settings to store with a persisted index and pass back on load."""
+        return {}
+
+    @abstractmethod
+    def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
+        """Add new chunks (never already present) to the method's structures."""
+
+    @abstractmethod
+    def _remove_chunks(self, node_ids: Sequence[str]) -> None:
+        """Remove chunks (all present) from the method's structures."""
+
+    @abstractmethod
+    def _persist_state(self, folder: Path) -> None:
+        """Write the method's own files into ``folder``."""
+
+    @abstractmethod
+    def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
+        """Read what :meth:`_persist_state` wrote."""
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder."""
+        return self._embed_model
+
+    @property
+    def llm(self) -> LLM | None:
+        """The LLM (resolved on first use; None means LLM-free)."""
+        if self._llm is None:
+            self._llm = resolve_llm(None)
+        return self._llm
+
+    @property
+    def graph(self) -> TypedGraph | None:
+        """The method's graph, if it has one (``graphrag-ext viz`` draws it)."""
+        return getattr(self, "_graph", None)
+
+    def chunk_ids(self) -> list[str]:
+        """Ids of the indexed chunks, in insertion order."""
+        return list(self._index_struct.nodes)
+
+    def get_chunks(self, node_ids: Sequence[str]) -> list[BaseNode]:
+        """Chunk nodes by id, from the docstore."""
+        return self.docstore.get_nodes(list(node_ids))
+
+    def __len__(self) -> int:
+        return len(self._index_struct.nodes)
+
+    # ---------------------------------------------------------- construction
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        storage_context: StorageContext | None = None,
+        show_progress: bool = False,
+        callback_manager: CallbackManager | None = None,
+        transformations: list[TransformComponent] | None = None,
+        **kwargs: Any,
+    ):
+        """Build from documents: empty and duplicate ones are skipped and counted first.
+
+        ``transformations`` default to ``Settings.transformations`` (LlamaIndex's
+        sentence splitter); pass ``[PassageParser()]`` for one chunk per document.
+        """
+        documents, report = prepare_documents(documents)
+        index = super().from_documents(
+            documents,
+            storage_context=storage_context,
+            show_progress=show_progress,
+            callback_manager=callback_manager,
+            transformations=transformations,
+            **kwargs,
+        )
+        index.input_report = report
+        return index
+
+    def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **kwargs: Any) -> IndexList:
+        struct = IndexList()
+        unique = _unique(nodes)
+        self._index_struct = struct  # hooks may look at it while building
+        with self._lock:
+            self._add_chunks(unique)
+            for node in unique:
+                struct.add_node(node)
+        return struct
+
+    def _insert(self, nodes: Sequence[BaseNode], **kwargs: Any) -> None:
+        with self._lock:
+            present = set(self._index_struct.nodes)
+            new = [n for n in _unique(nodes) if n.node_id not in present]
+            if len(new) < len(nodes):
+                logger.info("insert: %d node(s) already indexed, skipped", len(nodes) - len(new))
+            if not new:
+                return
+            self._add_chunks(new)
+            for node in new:
+                self._index_struct.add_node(node)
+
+    def delete_nodes(
+        self, node_ids: list[str], delete_from_docstore: bool = False, **kwargs: Any
+    ) -> None:
+        """Remove chunks (unknown ids are ignored) in one batch."""
+        with self._lock:
+            present = set(self._index_struct.nodes)
+            gone = [i for i in dict.fromkeys(node_ids) if i in present]
+            if gone:
+                self._remove_chunks(gone)
+                drop = set(gone)
+                self._index_struct.nodes = [i for i in self._index_struct.nodes if i not in drop]
+            if delete_from_docstore:
+                for node_id in gone:
+                    self.docstore.delete_document(node_id, raise_error=False)
+            self._storage_context.index_store.add_index_struct(self._index_struct)
+
+    async def adelete_nodes(
+        self, node_ids: list[str], delete_from_docstore: bool = False, **kwargs: Any
+    ) -> None:
+        """Async twin of :meth:`delete_nodes`."""
+        self.delete_nodes(node_ids, delete_from_docstore=delete_from_docstore, **kwargs)
+
+    def _delete_node(self, node_id: str, **kwargs: Any) -> None:
+        self.delete_nodes([node_id])
+
+    def delete_ref_doc(
+        self, ref_doc_id: str, delete_from_docstore: bool = True, **kwargs: Any
+    ) -> None:
+        """Remove a document's chunks (and, by default, the docstore's copy)."""
+        super().delete_ref_doc(ref_doc_id, delete_from_docstore=delete_from_docstore, **kwargs)
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        """Documents indexed and the chunk ids each became."""
+        ref_ids = {n.ref_doc_id for n in self.get_chunks(self.chunk_ids()) if n.ref_doc_id}
+        out = {}
+        for ref_id in ref_ids:
+            info = self.docstore.get_ref_doc_info(ref_id)
+            if info is not None:
+                out[ref_id] = info
+        return out
+
+    # ----------------------------------------------------------- persistence
+
+    def persist(self, persist_dir: str | os.PathLike) -> None:
+        """Write the index to ``persist_dir`` atomically (the old copy survives a failure)."""
+        with self._lock, atomic_dir(persist_dir) as tmp:
+            write_manifest(
+                tmp,
+                self.index_kind,
+                self.format_version,
+                config=self.config(),
+                chunk_ids=self.chunk_ids(),
+                index_class=f"{type(self).__module__}.{type(self).__qualname__}",
+            )
+            docstore = SimpleDocumentStore()
+            docstore.add_documents(self.get_chunks(self.chunk_ids()), allow_update=True)
+            docstore.persist(str(tmp / DOCSTORE_FILE))
+            if self.graph is not None:
+                self.graph.save(tmp / GRAPH_FILE)
+            self._persist_state(tmp)
+
+    @classmethod
+    def load(
+        cls,
+        persist_dir: str | os.PathLike,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        llm: LLM | None = None,
+        callback_manager: CallbackManager | None = None,
+    ):
+        """Load an index written by :meth:`persist` (format version checked).
+
+        The embedder must be the one the index was built with; the manifest
+        records its name, and a mismatch in dimension is an error.
+        """
+        folder = Path(persist_dir)
+        manifest = read_manifest(folder, cls.index_kind, cls.format_version)
+        docstore = SimpleDocumentStore.from_persist_path(str(folder / DOCSTORE_FILE))
+        struct = IndexList(nodes=list(manifest["chunk_ids"]))
+        index = cls(
+            index_struct=struct,
+            storage_context=StorageContext.from_defaults(docstore=docstore),
+            embed_model=embed_model,
+            llm=llm,
+            callback_manager=callback_manager,
+            **manifest.get("config", {}),
+        )
+        with index._lock:
+            if (folder / GRAPH_FILE).is_file():
+                index._graph = TypedGraph.load(folder / GRAPH_FILE)
+            index._load_state(folder, manifest)
+        return index
+
+    # --------------------------------------------------------------- engines
+
+    def as_query_engine(self, llm: LLM | None = None, **kwargs: Any):
+        """A ``RetrieverQueryEngine`` over :meth:`as_retriever` with this index's LLM."""
+        from llama_index.core.query_engine import RetrieverQueryEngine
+
+        retriever_keys = set(kwargs) - _SYNTHESIS_KEYS
+        retriever = self.as_retriever(**{k: kwargs[k] for k in retriever_keys})
+        return RetrieverQueryEngine.from_args(
+            retriever,
+            llm=llm or self.llm,
+            callback_manager=self._callback_manager,
+            **{k: v for k, v in kwargs.items() if k in _SYNTHESIS_KEYS},
+        )
+
+
+_SYNTHESIS_KEYS = frozenset(
+    {
+        "response_synthesizer",
+        "node_postprocessors",
+        "response_mode",
+        "text_qa_template",
+        "refine_template",
+        "summary_template",
+        "simple_template",
+        "streaming",
+        "use_async",
+        "output_cls",
+        "verbose",
+    }
+)
+
+
+def _unique(nodes: Sequence[BaseNode]) -> list[BaseNode]:
+    seen: dict[str, BaseNode] = {}
+    for node in nodes:
+        seen.setdefault(node.node_id, node)
+    return list(seen.values())
