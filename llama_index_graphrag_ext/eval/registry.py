@@ -8,6 +8,7 @@ such as ``cue-(?P<alpha>[0-9.]+)``, whose values reach the builder as options.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -27,8 +28,16 @@ logger = logging.getLogger(__name__)
 
 Tier = Literal["llm-free", "embedded-llm", "llm"]
 
-#: Modules that register the built-in methods; imported on first lookup.
-BUILTIN_MODULES = ("llama_index_graphrag_ext.eval.baselines",)
+#: Modules that register the built-in methods; imported on first lookup. A method
+#: package whose ``bench`` module is not part of this install is skipped.
+BUILTIN_MODULES = (
+    "llama_index_graphrag_ext.eval.baselines",
+    "llama_index_graphrag_ext.qcg.bench",
+    "llama_index_graphrag_ext.cue.bench",
+    "llama_index_graphrag_ext.chainrag.bench",
+    "llama_index_graphrag_ext.fgrag.bench",
+    "llama_index_graphrag_ext.lprag.bench",
+)
 
 
 @dataclass
@@ -138,6 +147,13 @@ class MethodRegistry:
             return
         self._loaded = True
         for module in self._modules:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:  # the method's package itself is absent
+                found = False
+            if not found:
+                logger.debug("method module %s is not installed; skipped", module)
+                continue
             importlib.import_module(module)
 
     def resolve(self, name: str) -> tuple[MethodSpec, dict[str, str]]:
