@@ -77,7 +77,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     shown = export_index(
         args.index_dir, args.out, max_nodes=args.max_nodes, center=args.center or None
     )
-    print(f"wrote {args.out} ({shown})")
+    print(f"wrote {args.out}: {shown.caption}")
     return 0
 
 

@@ -18,12 +18,12 @@ from typing import Any, TextIO
 
 from llama_index.core import get_response_synthesizer
 
-from .core.defaults import describe_llm, resolve_embed_model, resolve_llm
+from .core.defaults import describe_embed_model, describe_llm, resolve_embed_model, resolve_llm
 from .core.nodes import EVIDENCE_KEY
 from .core.prompts import SHORT_ANSWER_PROMPT
+from .core.usage import count_llm_calls
 from .eval.data import load_benchmark
 from .eval.registry import REGISTRY, BenchContext
-from .eval.runner import LLMUsage
 
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 
@@ -77,9 +77,8 @@ def run_demo(
     )
     embed_model = resolve_embed_model()
     the_llm = resolve_llm(llm)
-    print(f"Embedder: {getattr(embed_model, 'model_name', type(embed_model).__name__)}", file=out)
+    print(f"Embedder: {describe_embed_model(embed_model)}", file=out)
     print(f"LLM: {describe_llm(the_llm)}", file=out)
-    usage = LLMUsage(the_llm)
     synthesizer = (
         get_response_synthesizer(
             llm=the_llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT
@@ -88,7 +87,7 @@ def run_demo(
         else None
     )
     summary: dict[str, Any] = {"methods": {}, "llm": describe_llm(the_llm)}
-    try:
+    with count_llm_calls() as usage:
         for name in methods or DEMO_METHODS:
             spec, captured = REGISTRY.resolve(name)
             print(f"\n=== {name} ({spec.tier}): {spec.description}", file=out)
@@ -129,9 +128,7 @@ def run_demo(
                 print(f"   gold: {' | '.join(q.answers)}", file=out)
                 answers.append(answer)
             summary["methods"][name] = {"index_seconds": index_seconds, "answers": answers}
-    finally:
         calls, tokens = usage.take()
-        usage.close()
     elapsed = time.perf_counter() - started
     print(
         f"\nDone in {elapsed:.1f} s. LLM: {calls} calls, {tokens} tokens "

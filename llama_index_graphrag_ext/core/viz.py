@@ -37,6 +37,7 @@ __all__ = [
     "export",
     "export_graphml",
     "export_html",
+    "export_index",
     "neighbourhood",
     "node_label",
 ]
@@ -818,3 +819,47 @@ def export(graph: TypedGraph, path: str | os.PathLike[str], **kw: Any) -> Export
         f"cannot export a graph to {os.fspath(path)!r}: unsupported suffix {suffix!r} "
         "(use .graphml for Gephi or .html/.htm for the offline viewer)"
     )
+
+
+def export_index(
+    index_dir: str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    *,
+    max_nodes: int | None = 300,
+    center: Iterable[str] | None = None,
+) -> ExportSummary:
+    """Export the graph of any persisted index of the suite (what ``graphrag-ext viz`` runs).
+
+    Reads the index folder's manifest (so a folder that is not one of the
+    suite's indexes gets a clear error) and its graph file; the index itself is
+    not loaded, so no model is needed.
+
+    Args:
+        index_dir: A folder written by an index's ``persist``.
+        path: ``.graphml`` or ``.html`` output file.
+        max_nodes: Cap on the nodes shown (None for all, GraphML only).
+        center: Node ids to centre the shown neighbourhood on.
+
+    Raises:
+        IndexFormatError: The folder is not a persisted index.
+        ValueError: The index has no graph, or a centre id is unknown.
+    """
+    from .index import GRAPH_FILE
+    from .persist import read_manifest
+
+    folder = Path(index_dir)
+    manifest = read_manifest(folder)
+    graph_path = folder / GRAPH_FILE
+    if not graph_path.is_file():
+        raise ValueError(f"{folder} holds a {manifest.get('kind')!r} index without a graph")
+    graph = TypedGraph.load(graph_path)
+    center = list(center or [])
+    unknown = [c for c in center if not graph.has_node(c)]
+    if unknown:
+        raise ValueError(f"unknown centre node(s): {unknown[:5]}")
+    kw: dict[str, Any] = {"max_nodes": max_nodes, "center": center or None}
+    if Path(path).suffix.lower() in (".html", ".htm"):
+        kw["title"] = f"{manifest.get('kind')} index: {folder.name}"
+        if max_nodes is None:
+            kw["max_nodes"] = 300
+    return export(graph, path, **kw)

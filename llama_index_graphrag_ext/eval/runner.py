@@ -1,8 +1,7 @@
 """The benchmark runner: every named method on one corpus and question set, in one process.
 
 For each method it measures index seconds, per-question latency, LLM calls and
-tokens (indexing and querying apart, as LlamaIndex's ``TokenCountingHandler``
-sees them: cached responses cost nothing), the process's peak resident memory
+tokens (indexing and querying apart, as LlamaIndex's sees them: cached responses cost nothing), the process's peak resident memory
 while the method ran, and the retrieval metrics of the benchmarks README. With
 ``answer=True`` methods also answer, and exact match, token F1 and Acc are
 reported where the set has answers.
@@ -22,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.core.llms import LLM
 from tqdm.auto import tqdm
 
-from ..core.defaults import describe_llm, resolve_embed_model, resolve_llm
+from ..core.defaults import describe_embed_model, describe_llm, resolve_embed_model, resolve_llm
+from ..core.usage import LLMCallCounter, count_llm_calls
 from .data import Benchmark, Question, load_benchmark
 from .metrics import accuracy, all_at_k, exact_match, percentile, recall_at_k, token_f1
 from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
@@ -75,30 +74,6 @@ class RssSampler:
         self.peak_mb = max(self.peak_mb, self.current_mb())
 
 
-class LLMUsage:
-    """Counts LLM calls and tokens of one LLM through a ``TokenCountingHandler``."""
-
-    def __init__(self, llm: LLM | None) -> None:
-        self.handler = TokenCountingHandler()
-        self.llm = llm
-        if llm is not None:
-            if getattr(llm, "callback_manager", None) is None:
-                llm.callback_manager = CallbackManager([])
-            llm.callback_manager.add_handler(self.handler)
-
-    def take(self) -> tuple[int, int]:
-        """Calls and tokens since the last ``take``; then reset."""
-        calls = len(self.handler.llm_token_counts)
-        tokens = self.handler.total_llm_token_count
-        self.handler.reset_counts()
-        return calls, tokens
-
-    def close(self) -> None:
-        """Detach the handler."""
-        if self.llm is not None:
-            self.llm.callback_manager.remove_handler(self.handler)
-
-
 @dataclass
 class RunConfig:
     """Options of one benchmark run (the CLI's flags)."""
@@ -136,7 +111,7 @@ def evaluate_method(
     name: str,
     system_builder: Callable[[], BenchSystem],
     questions: Sequence[Question],
-    usage: LLMUsage,
+    usage: LLMCallCounter,
     *,
     tier: str,
     answer_fn: Callable[[str, list], str] | None = None,
@@ -225,7 +200,7 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
             "top_k": config.top_k,
             "answer": config.answer,
             "options": config.options,
-            "embed_model": getattr(base_embed, "model_name", type(base_embed).__name__),
+            "embed_model": describe_embed_model(base_embed),
             "embed_cache": embed_cache,
             "model_load_seconds": round(time.perf_counter() - load_start, 2),
             "python": platform.python_version(),
@@ -249,25 +224,23 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
             show_progress=config.show_progress,
         )
         llm = ctx.llm() if (spec.tier != "llm-free" or config.answer) else None
-        usage = LLMUsage(llm)
         answer_fn = _answer_with_synthesis(llm) if (config.answer and llm is not None) else None
         try:
-            row = evaluate_method(
-                name,
-                lambda spec=spec, ctx=ctx: spec.build(documents, ctx),
-                bench.questions,
-                usage,
-                tier=spec.tier,
-                answer_fn=answer_fn,
-                show_progress=config.show_progress,
-            )
+            with count_llm_calls() as usage:
+                row = evaluate_method(
+                    name,
+                    lambda spec=spec, ctx=ctx: spec.build(documents, ctx),
+                    bench.questions,
+                    usage,
+                    tier=spec.tier,
+                    answer_fn=answer_fn,
+                    show_progress=config.show_progress,
+                )
             if llm is not None:
                 row["llm"] = describe_llm(llm)
         except Exception as exc:  # one broken method must not lose the others' results
             logger.exception("method %s failed", name)
             row = {"tier": spec.tier, "error": f"{type(exc).__name__}: {exc}"}
-        finally:
-            usage.close()
         floor = report["run"].get("embed_floor_seconds")
         if floor and "index_seconds" in row:
             row["index_vs_embed"] = round(row["index_seconds"] / floor, 3)

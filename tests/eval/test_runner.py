@@ -1,0 +1,130 @@
+"""The runner on tiny real slices, with the deterministic embedder and the scripted LLM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llama_index.core import Settings
+
+from llama_index_graphrag_ext.baselines import BM25Retriever
+from llama_index_graphrag_ext.eval.registry import BenchSystem, MethodRegistry, MethodSpec
+from llama_index_graphrag_ext.eval.runner import RunConfig, format_table, run_benchmark
+from llama_index_graphrag_ext.testing import ScriptedLLM
+
+KEYS = {
+    "tier",
+    "recall@2",
+    "recall@5",
+    "recall@10",
+    "all@5",
+    "index_seconds",
+    "query_ms_p50",
+    "query_ms_p95",
+    "llm_calls_index",
+    "llm_tokens_index",
+    "llm_calls_query",
+    "llm_tokens_query",
+    "peak_rss_mb",
+}
+
+
+@pytest.fixture
+def settings_embed(bow_embed, monkeypatch):
+    monkeypatch.setattr(Settings, "_embed_model", bow_embed)
+    return bow_embed
+
+
+def _registry_with_llm_method():
+    registry = MethodRegistry()
+
+    def build(documents, ctx):
+        llm = ctx.llm()
+        llm.complete("summarise the corpus")  # one call at index time
+        retriever = BM25Retriever.from_documents(documents, similarity_top_k=ctx.top_k)
+
+        class Answerer:
+            def __call__(self, question):
+                answer = llm.complete(question).text
+                ranked, _ = BenchSystem(retriever).retrieve(question)
+                return answer, ranked
+
+        return BenchSystem(retriever=retriever, answerer=Answerer(), info={"note": "scripted"})
+
+    registry.register(MethodSpec("scripted-bm25", "llm", build, "BM25 plus a scripted LLM"))
+    registry.register(
+        MethodSpec(
+            "bm25-(?P<k1>[0-9.]+)",
+            "llm-free",
+            lambda docs, ctx: BenchSystem(
+                BM25Retriever.from_documents(
+                    docs, similarity_top_k=ctx.top_k, k1=ctx.option("k1", 1.5)
+                )
+            ),
+        )
+    )
+    return registry
+
+
+def test_runner_report_shape_and_llm_accounting(musique_slice, settings_embed, monkeypatch):
+    llm = ScriptedLLM(default="G. Stanley Hall")
+    monkeypatch.setattr(Settings, "_llm", llm)
+    registry = _registry_with_llm_method()
+    config = RunConfig(
+        data=str(musique_slice),
+        methods=["scripted-bm25", "bm25-1.2"],
+        answer=True,
+        show_progress=False,
+    )
+    report = run_benchmark(config, registry)
+    assert report["bench"] == musique_slice.name
+    assert report["questions"] == 8 and report["passages"] == 60
+    scripted = report["methods"]["scripted-bm25"]
+    assert set(scripted) >= KEYS
+    assert scripted["llm_calls_index"] == 1
+    assert scripted["llm_calls_query"] == 8  # one answer per question, nothing else
+    assert scripted["llm_tokens_query"] > 0
+    # the first question's gold answer is G. Stanley Hall: EM 1/8 at least
+    assert scripted["em"] >= 1 / 8 and 0 <= scripted["f1"] <= 1
+    assert scripted["info"] == {"note": "scripted"}
+    assert 0 < report["methods"]["bm25-1.2"]["recall@5"] <= 1
+    json.dumps(report)  # JSON-ready
+    table = format_table(report)
+    assert "| scripted-bm25 | llm |" in table and "EM" in table
+
+
+def test_runner_records_a_failing_method_and_goes_on(musique_slice, settings_embed):
+    registry = MethodRegistry()
+
+    def broken(documents, ctx):
+        raise RuntimeError("no model")
+
+    registry.register(MethodSpec("broken", "llm-free", broken))
+    registry.register(
+        MethodSpec("ok", "llm-free", lambda d, c: BenchSystem(BM25Retriever.from_documents(d)))
+    )
+    report = run_benchmark(
+        RunConfig(data=str(musique_slice), methods=["broken", "ok"], show_progress=False), registry
+    )
+    assert report["methods"]["broken"]["error"] == "RuntimeError: no model"
+    assert report["methods"]["ok"]["recall@2"] is not None
+    assert "error: RuntimeError" in format_table(report)
+
+
+def test_unknown_method_fails_before_any_work(musique_slice):
+    with pytest.raises(KeyError, match="unknown method 'nope'"):
+        run_benchmark(RunConfig(data=str(musique_slice), methods=["nope"]), MethodRegistry())
+
+
+def test_dense_and_bm25_with_the_real_embedder(musique_slice, minilm, monkeypatch):
+    monkeypatch.setattr(Settings, "_embed_model", minilm)
+    report = run_benchmark(
+        RunConfig(
+            data=str(musique_slice), methods=["dense", "bm25"], show_progress=False, floor=True
+        )
+    )
+    dense, bm25 = report["methods"]["dense"], report["methods"]["bm25"]
+    # On this slice of 60 passages, both find most gold passages in their top 10.
+    assert dense["recall@10"] > 0.6 and bm25["recall@10"] > 0.5
+    assert dense["llm_calls_index"] == dense["llm_calls_query"] == 0
+    assert report["run"]["embed_floor_seconds"] > 0 and dense["index_vs_embed"] > 0
