@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: install demo test lint docs bench clean
 

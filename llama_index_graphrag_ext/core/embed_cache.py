@@ -36,7 +36,8 @@ class CachedEmbedding(BaseEmbedding):
     Args:
         inner: The embedder doing the work.
         cache_path: sqlite file for the vectors (``None`` keeps them in memory).
-        cache_queries: Also cache query embeddings.
+
+    Query embeddings are cached too unless ``cache_queries=False``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

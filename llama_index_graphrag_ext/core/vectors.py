@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from .embeddings import normalize_rows, top_k
 from .persist import read_arrays, read_json, write_arrays, write_json
@@ -179,7 +180,7 @@ class VectorStoreTable(VectorTable):
         name: The table's name inside the store.
     """
 
-    def __init__(self, vector_store, name: str) -> None:
+    def __init__(self, vector_store: BasePydanticVectorStore, name: str) -> None:
         self.vector_store = vector_store
         self.name = name
         self._ids: set[str] = set()
