@@ -48,24 +48,35 @@ def embed_texts(
     """
     n = len(texts)
     if n == 0:
-        dim = _dimension(embed_model)
-        return np.zeros((0, dim), dtype=np.float32)
-    batch = max(1, int(batch_size or getattr(embed_model, "embed_batch_size", 32) or 32))
-    order = np.argsort([-len(t) for t in texts], kind="stable")
+        return np.zeros((0, _dimension(embed_model)), dtype=np.float32)
     out: np.ndarray | None = None
     bar = tqdm(total=n, desc=desc, unit="text", disable=not show_progress, leave=False)
     try:
-        for start in range(0, n, batch):
-            idx = order[start : start + batch]
-            chunk = [texts[i] if texts[i].strip() else " " for i in idx]
+        for idx, chunk in _length_sorted_batches(embed_model, texts, batch_size):
             vectors = np.asarray(embed_model.get_text_embedding_batch(chunk), dtype=np.float32)
-            if out is None:
-                out = np.empty((n, vectors.shape[1]), dtype=np.float32)
-            out[idx] = vectors
+            out = _place(out, n, idx, vectors)
             bar.update(len(idx))
     finally:
         bar.close()
     return normalize_rows(out)
+
+
+def _length_sorted_batches(
+    embed_model: BaseEmbedding, texts: Sequence[str], batch_size: int | None
+):
+    """Yield ``(row indices, texts)`` batches, longest texts first; blanks become a space."""
+    batch = max(1, int(batch_size or getattr(embed_model, "embed_batch_size", 32) or 32))
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    for start in range(0, len(texts), batch):
+        idx = order[start : start + batch]
+        yield idx, [texts[i] if texts[i].strip() else " " for i in idx]
+
+
+def _place(out: np.ndarray | None, n: int, idx: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    if out is None:
+        out = np.empty((n, vectors.shape[1]), dtype=np.float32)
+    out[idx] = vectors
+    return out
 
 
 async def aembed_texts(
@@ -75,16 +86,10 @@ async def aembed_texts(
     n = len(texts)
     if n == 0:
         return np.zeros((0, _dimension(embed_model)), dtype=np.float32)
-    batch = max(1, int(batch_size or getattr(embed_model, "embed_batch_size", 32) or 32))
-    order = np.argsort([-len(t) for t in texts], kind="stable")
     out: np.ndarray | None = None
-    for start in range(0, n, batch):
-        idx = order[start : start + batch]
-        chunk = [texts[i] if texts[i].strip() else " " for i in idx]
+    for idx, chunk in _length_sorted_batches(embed_model, texts, batch_size):
         vectors = np.asarray(await embed_model.aget_text_embedding_batch(chunk), np.float32)
-        if out is None:
-            out = np.empty((n, vectors.shape[1]), dtype=np.float32)
-        out[idx] = vectors
+        out = _place(out, n, idx, vectors)
     return normalize_rows(out)
 
 
@@ -235,8 +240,7 @@ def mutual_knn_edges(
         ``(rows, cols, scores)`` arrays, one entry per undirected edge.
     """
     if indices.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.float32)
+        return _no_edges()
     mat = _knn_sparse(indices, scores)
     both = mat.multiply(mat.T > 0)  # keeps (i, j) only where (j, i) also exists
     return _upper_edges(both)
@@ -251,7 +255,11 @@ def union_knn_edges(
         ``(rows, cols, scores)`` arrays, one entry per undirected edge.
     """
     if indices.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.float32)
+        return _no_edges()
     mat = _knn_sparse(indices, scores)
     return _upper_edges(mat.maximum(mat.T))
+
+
+def _no_edges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    empty = np.zeros(0, dtype=np.int64)
+    return empty, empty, np.zeros(0, dtype=np.float32)

@@ -36,6 +36,8 @@ from spacy.language import Language
 from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
 
+from .embeddings import top_k_of_scores
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -821,7 +823,7 @@ class BM25:
             ties broken by the lower document index.
         """
         scores = self.scores(query_tokens)
-        return _top_k(scores, k)
+        return top_k_of_scores(scores, k)
 
     def term_weights(self, doc_index: int) -> dict[str, float]:
         """The BM25 weight of each term of one document.
@@ -910,20 +912,6 @@ class BM25:
         )
         model._recompute()
         return model
-
-
-def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and values of the ``k`` largest scores, ties by lower index."""
-    n = scores.shape[0]
-    if k <= 0 or n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=scores.dtype)
-    if k >= n:
-        order = np.argsort(-scores, kind="stable")
-    else:
-        threshold = scores[np.argpartition(-scores, k - 1)[:k]].min()
-        candidates = np.flatnonzero(scores >= threshold)
-        order = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
-    return order.astype(np.int64), scores[order]
 
 
 # --------------------------------------------------------------------------------------

@@ -127,16 +127,21 @@ def documents_to_chunks(
         else:
             pieces = [n.get_content() for n in splitter.get_nodes_from_documents([doc])]
         for position, text in enumerate(p for p in pieces if p.strip()):
-            node = TextNode(
-                id_=chunk_id(doc.doc_id, position, text),
-                text=text,
-                metadata=dict(doc.metadata),
-                excluded_embed_metadata_keys=list(doc.excluded_embed_metadata_keys),
-                excluded_llm_metadata_keys=list(doc.excluded_llm_metadata_keys),
-            )
-            node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
-            chunks.append(node)
+            chunks.append(make_chunk(doc, position, text))
     return chunks
+
+
+def make_chunk(source: BaseNode, position: int, text: str) -> TextNode:
+    """A chunk of ``source`` at ``position``: its metadata, a source link, a content id."""
+    node = TextNode(
+        id_=chunk_id(source.node_id, position, text),
+        text=text,
+        metadata=dict(source.metadata),
+        excluded_embed_metadata_keys=list(source.excluded_embed_metadata_keys),
+        excluded_llm_metadata_keys=list(source.excluded_llm_metadata_keys),
+    )
+    node.relationships[NodeRelationship.SOURCE] = source.as_related_node_info()
+    return node
 
 
 def with_evidence(node: BaseNode, score: float | None, evidence: dict[str, Any]) -> NodeWithScore:
@@ -190,13 +195,5 @@ class PassageParser(NodeParser):
             if not text.strip():
                 logger.warning("PassageParser: skipped empty document %s", node.node_id)
                 continue
-            chunk = TextNode(
-                id_=chunk_id(node.node_id, 0, text),
-                text=text,
-                metadata=dict(node.metadata),
-                excluded_embed_metadata_keys=list(node.excluded_embed_metadata_keys),
-                excluded_llm_metadata_keys=list(node.excluded_llm_metadata_keys),
-            )
-            chunk.relationships[NodeRelationship.SOURCE] = node.as_related_node_info()
-            out.append(chunk)
+            out.append(make_chunk(node, 0, text))
         return out

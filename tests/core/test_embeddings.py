@@ -82,3 +82,12 @@ def test_embed_texts_keeps_order_whatever_the_length_sorting(bow_embed):
     assert got.shape == (6, 64) and got.dtype == np.float32
     assert np.allclose(got, expected, atol=1e-6)
     assert embed_texts(bow_embed, []).shape == (0, 64)
+
+
+async def test_aembed_texts_matches_sync(bow_embed):
+    from llama_index_graphrag_ext.core.embeddings import aembed_texts
+
+    texts = ["one two", "", "three four five six", "x"]
+    assert np.allclose(
+        await aembed_texts(bow_embed, texts, batch_size=3), embed_texts(bow_embed, texts)
+    )
