@@ -1,0 +1,247 @@
+"""``SentenceGraphIndex``: ChainRAG's LLM-free sentence graph as a LlamaIndex index (paper §3.1)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.schema import BaseNode, MetadataMode
+
+from ..core.embeddings import embed_texts
+from ..core.graph import TypedGraph
+from ..core.index import GraphIndexBase
+from ..core.nlp import DEFAULT_ENTITY_LABELS, analyze_batch, load_spacy, normalize_entity
+from ..core.persist import read_arrays, read_json, write_arrays, write_json
+from .sentence_graph import EDGE_KINDS, SentenceGraph, SentenceRecord
+
+logger = logging.getLogger(__name__)
+
+_RECORDS_FILE = "sentences.json"
+_VECTORS_FILE = "sentence_vectors.npz"
+
+
+class SentenceGraphIndex(GraphIndexBase):
+    """One node per sentence, linked by EC, SS and SA edges; built without any LLM.
+
+    Each chunk is split into sentences and its named entities extracted in one
+    spaCy pass (:func:`~..core.nlp.analyze_batch`); sentences are embedded once
+    (batched) and the three edge kinds built with sparse / blocked matrix
+    products (:class:`~.sentence_graph.SentenceGraph`). Inserting or deleting
+    chunks rebuilds the derived edges (SS and EC depend on the whole corpus: the
+    kNN lists and the BM25 statistics), never re-embeds or re-parses old chunks.
+
+    Args:
+        nodes: Chunk nodes (``from_documents`` makes them).
+        alpha: Share of each sentence's entities kept as key entities for EC edges
+            (paper §4.1: 60 %).
+        m: SS neighbours per sentence (paper §4.1: 10).
+        window: SA span: sentences at most this far apart in a chunk are linked (§3.1: 3).
+        entity_labels: spaCy labels kept as entities (default: all but purely numeric ones).
+        title_key: Metadata key whose value prefixes each sentence for embedding
+            (``"Title: sentence"``), so sentences keep their passage's subject; a
+            leading title line in the text is not indexed as a sentence. ``None``
+            embeds the bare sentences.
+        spacy_model: spaCy pipeline name (default: ``en_core_web_sm`` or its repackaging).
+        **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
+            ``show_progress`` (see :class:`~..core.index.GraphIndexBase`).
+    """
+
+    index_kind = "chainrag-sentence-graph"
+    format_version = 1
+
+    def _configure(
+        self,
+        alpha: float = 0.6,
+        m: int = 10,
+        window: int = 3,
+        entity_labels: Collection[str] | None = None,
+        title_key: str | None = "title",
+        spacy_model: str | None = None,
+    ) -> None:
+        if not 0.0 < float(alpha) <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        if int(m) < 0 or int(window) < 0:
+            raise ValueError("m and window must be >= 0")
+        self.alpha, self.m, self.window = float(alpha), int(m), int(window)
+        labels = DEFAULT_ENTITY_LABELS if entity_labels is None else entity_labels
+        self.entity_labels = sorted(labels)
+        self.title_key = title_key
+        self.spacy_model = spacy_model
+        self._records: list[SentenceRecord] = []
+        self._vectors: np.ndarray | None = None
+        self._sg = SentenceGraph.build([], np.zeros((0, 0), np.float32))
+        self._graph = None  # the TypedGraph view, built on demand (see ``graph``)
+
+    def config(self) -> dict[str, Any]:
+        """Settings stored in the manifest and passed back on load."""
+        return {
+            "alpha": self.alpha,
+            "m": self.m,
+            "window": self.window,
+            "entity_labels": self.entity_labels,
+            "title_key": self.title_key,
+            "spacy_model": self.spacy_model,
+        }
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def sentence_graph(self) -> SentenceGraph:
+        """The current read-only sentence graph (a consistent snapshot)."""
+        return self._sg
+
+    @property
+    def graph(self) -> TypedGraph | None:
+        """A :class:`TypedGraph` view for ``graphrag-ext viz`` and inspection (built lazily).
+
+        Node kinds ``sentence`` and ``entity``; edge kinds ``SS`` and ``SA``
+        between sentences, and ``EC`` from a sentence to each of its key
+        entities (two sentences are EC-linked when they share an entity node).
+        """
+        if self._graph is None and len(self._sg):
+            self._graph = to_typed_graph(self._sg)
+        return self._graph
+
+    def sentence_id(self, row: int) -> str:
+        """A stable id of a sentence row: ``<chunk id>::s<position>``."""
+        rec = self._sg.records[row]
+        return f"{rec.chunk_id}::s{rec.position}"
+
+    # ------------------------------------------------------------------ building
+
+    def _sentence_inputs(self, node: BaseNode) -> tuple[str, str]:
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        title = str(node.metadata.get(self.title_key, "") or "") if self.title_key else ""
+        if title and text.startswith(title + "\n"):
+            text = text[len(title) + 1 :]
+        return title, text
+
+    def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
+        if not nodes:
+            return
+        inputs = [self._sentence_inputs(n) for n in nodes]
+        nlp = load_spacy(self.spacy_model)
+        analyses = analyze_batch([t for _, t in inputs], nlp, labels=set(self.entity_labels))
+        records: list[SentenceRecord] = []
+        texts: list[str] = []
+        empty = 0
+        for node, (title, _), analysis in zip(nodes, inputs, analyses, strict=True):
+            if not analysis.sentences:
+                empty += 1
+            for pos, (sent, ents) in enumerate(
+                zip(analysis.sentences, analysis.sentence_entities, strict=True)
+            ):
+                keys = dict.fromkeys(k for k in (normalize_entity(e.text) for e in ents) if k)
+                records.append(SentenceRecord(sent, node.node_id, pos, tuple(keys)))
+                texts.append(f"{title}: {sent}" if title else sent)
+        if empty:
+            logger.warning("%d chunk(s) gave no sentence and are not in the graph", empty)
+        vectors = embed_texts(
+            self.embed_model,
+            texts,
+            show_progress=getattr(self, "_show_progress", False),
+            desc="Embedding sentences",
+        )
+        if self._vectors is None or not len(self._records):
+            self._vectors = vectors
+        elif len(vectors):
+            self._vectors = np.vstack([self._vectors, vectors])
+        self._records.extend(records)
+        self._rebuild()
+
+    def _remove_chunks(self, node_ids: Sequence[str]) -> None:
+        drop = set(node_ids)
+        keep = [i for i, r in enumerate(self._records) if r.chunk_id not in drop]
+        self._records = [self._records[i] for i in keep]
+        if self._vectors is not None:
+            self._vectors = self._vectors[keep]
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
+        # Readers keep using the old snapshot until this assignment (thread-safe swap).
+        self._sg = SentenceGraph.build(
+            self._records, vectors, alpha=self.alpha, m=self.m, window=self.window
+        )
+        self._graph = None
+        logger.info(
+            "sentence graph: %d sentences, %d SS, %d SA edges, %d key entities",
+            len(self._sg),
+            self._sg.ss.nnz // 2,
+            self._sg.sa.nnz // 2,
+            len(self._sg.entity_vocab),
+        )
+
+    # --------------------------------------------------------------- persistence
+
+    def _persist_state(self, folder: Path) -> None:
+        write_json(
+            folder / _RECORDS_FILE,
+            [[r.text, r.chunk_id, r.position, list(r.entities)] for r in self._records],
+        )
+        vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
+        write_arrays(folder / _VECTORS_FILE, vectors=vectors)
+
+    def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
+        rows = read_json(folder / _RECORDS_FILE)
+        self._records = [SentenceRecord(t, c, int(p), tuple(e)) for t, c, p, e in rows]
+        self._vectors = read_arrays(folder / _VECTORS_FILE)["vectors"].astype(np.float32)
+        graph = self._graph
+        self._rebuild()
+        self._graph = graph
+
+    # ------------------------------------------------------------------ engines
+
+    def as_retriever(self, **kwargs: Any):
+        """The LLM-free :class:`~.retriever.SentenceGraphRetriever` over this index."""
+        from .retriever import SentenceGraphRetriever
+
+        kwargs.setdefault("callback_manager", self._callback_manager)
+        return SentenceGraphRetriever(self, **kwargs)
+
+    def as_query_engine(self, llm=None, **kwargs: Any):
+        """A :class:`~.engine.ChainRAGQueryEngine` (decompose, retrieve on the graph, rewrite)."""
+        from .engine import ChainRAGQueryEngine
+
+        kwargs.setdefault("callback_manager", self._callback_manager)
+        return ChainRAGQueryEngine(self, llm=llm or self.llm, **kwargs)
+
+
+def to_typed_graph(sg: SentenceGraph) -> TypedGraph:
+    """The sentence graph as a :class:`TypedGraph` (sentences, key entities, EC/SS/SA edges)."""
+    graph = TypedGraph(meta={"method": "chainrag", **sg.params, "edge_kinds": list(EDGE_KINDS)})
+    ids = [f"{r.chunk_id}::s{r.position}" for r in sg.records]
+    graph.add_nodes(
+        ids,
+        "sentence",
+        [{"text": r.text, "chunk_id": r.chunk_id, "position": r.position} for r in sg.records],
+    )
+    entities = list(sg.entity_vocab)
+    graph.add_nodes([f"entity::{e}" for e in entities], "entity", [{"name": e} for e in entities])
+    for kind, mat in (("SS", sg.ss), ("SA", sg.sa)):
+        coo = mat.tocoo()
+        upper = coo.row < coo.col
+        graph.add_edges(
+            (
+                (ids[i], ids[j], float(w))
+                for i, j, w in zip(
+                    coo.row[upper].tolist(),
+                    coo.col[upper].tolist(),
+                    coo.data[upper].tolist(),
+                    strict=True,
+                )
+            ),
+            kind,
+        )
+    kcoo = sg.key_matrix.tocoo()
+    graph.add_edges(
+        (
+            (ids[i], f"entity::{entities[j]}")
+            for i, j in zip(kcoo.row.tolist(), kcoo.col.tolist(), strict=True)
+        ),
+        "EC",
+    )
+    return graph

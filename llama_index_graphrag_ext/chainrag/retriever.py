@@ -1,0 +1,350 @@
+"""Sentence retrieval on the graph (paper §3.2) and the index's LLM-free retriever.
+
+:class:`SentenceSearch` holds one search: seeds by embedding similarity (top
+``candidate_k`` = 100), reranked to the top ``seed_k`` = 3, then expanded hop by
+hop over the chosen edge kinds, each hop's new sentences reranked and added
+until the word budget (3,000 words, §4.1) is spent. The query engine drives it
+one hop at a time and asks its LLM after each hop whether the gathered sentences
+suffice; :class:`SentenceGraphRetriever` runs a fixed number of hops without an
+LLM and returns the source chunks ranked by their best sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
+from ..core.nodes import with_evidence
+from .sentence_graph import EDGE_KINDS, SentenceGraph, check_edge_kinds
+
+if TYPE_CHECKING:
+    from .index import SentenceGraphIndex
+
+
+def word_count(text: str) -> int:
+    """Whitespace words (the unit of the paper's 3,000-word limit)."""
+    return len(text.split())
+
+
+@dataclass
+class Gathered:
+    """One sentence gathered by a search.
+
+    Attributes:
+        row: Its row in the sentence graph.
+        score: Reranker score against the query (cosine without a reranker).
+        role: ``seed``, ``neighbor`` (reached over an edge) or ``candidate``
+            (from the first-round pool, used only to fill a ranked list).
+        hop: 0 for seeds, h for sentences first reached at hop h.
+        via: For neighbours, ``{edge kind: [source rows]}``.
+    """
+
+    row: int
+    score: float
+    role: str
+    hop: int = 0
+    via: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class SearchState:
+    """The sentences a search has gathered so far (in the order they were added)."""
+
+    query: str
+    graph: SentenceGraph
+    query_vector: np.ndarray
+    candidates: list[tuple[int, float]]
+    gathered: dict[int, Gathered] = field(default_factory=dict)
+    frontier: list[int] = field(default_factory=list)
+    words: int = 0
+    hops: int = 0
+    exhausted: bool = False
+    budget_hit: bool = False
+
+    def sentences(self) -> list[Gathered]:
+        """Gathered sentences, best score first."""
+        return sorted(self.gathered.values(), key=lambda g: (-g.score, g.row))
+
+    def context(self) -> str:
+        """The gathered sentences in text order of their chunks, one per line."""
+        recs = self.graph.records
+        rows = sorted(self.gathered, key=lambda r: (recs[r].chunk_id, recs[r].position))
+        return "\n".join(recs[r].text for r in rows)
+
+
+class SentenceSearch:
+    """Seed, rerank and expand on a sentence graph (paper §3.2); one object, many queries.
+
+    Args:
+        index: The sentence graph index.
+        candidate_k: First-round candidates by embedding similarity (§4.1: 100).
+        seed_k: Seeds kept after reranking (§4.1 / §4.6: 3).
+        edge_kinds: Edge kinds followed when expanding (ablations drop some).
+        word_budget: Stop adding sentences once they hold this many words (§4.1: 3,000).
+        reranker: Any LlamaIndex node postprocessor that reranks (e.g. a BGE
+            cross-encoder); without one, sentences are ranked by cosine similarity.
+    """
+
+    def __init__(
+        self,
+        index: SentenceGraphIndex,
+        *,
+        candidate_k: int = 100,
+        seed_k: int = 3,
+        edge_kinds: Sequence[str] = EDGE_KINDS,
+        word_budget: int = 3000,
+        reranker: BaseNodePostprocessor | None = None,
+    ) -> None:
+        if candidate_k <= 0 or seed_k <= 0 or word_budget <= 0:
+            raise ValueError("candidate_k, seed_k and word_budget must be positive")
+        self.index = index
+        self.candidate_k = int(candidate_k)
+        self.seed_k = int(seed_k)
+        self.edge_kinds = check_edge_kinds(edge_kinds)
+        self.word_budget = int(word_budget)
+        self.reranker = reranker
+
+    # -------------------------------------------------------------- scoring
+
+    def _rerank(
+        self, state: SearchState, rows: Sequence[int], scores: np.ndarray
+    ) -> list[tuple[int, float]]:
+        """Rows ordered by the reranker (or by cosine, ``scores``), best first."""
+        if self.reranker is None or not len(rows):
+            order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i]))
+            return [(int(rows[i]), float(scores[i])) for i in order]
+        recs = state.graph.records
+        nodes = [
+            NodeWithScore(node=TextNode(id_=str(r), text=recs[r].text), score=float(s))
+            for r, s in zip(rows, scores, strict=True)
+        ]
+        ranked = self.reranker.postprocess_nodes(nodes, QueryBundle(state.query))
+        return [(int(n.node.node_id), float(n.score or 0.0)) for n in ranked]
+
+    # -------------------------------------------------------------- steps
+
+    def start(self, query: str, query_vector: np.ndarray | None = None) -> SearchState:
+        """First round: top ``candidate_k`` by cosine, reranked, top ``seed_k`` kept as seeds."""
+        sg = self.index.sentence_graph  # one snapshot for the whole search
+        if query_vector is None:
+            query_vector = embed_query(self.index.embed_model, query)
+        return self._start(sg, query, query_vector)
+
+    async def astart(self, query: str) -> SearchState:
+        """Async twin of :meth:`start`."""
+        sg = self.index.sentence_graph
+        return self._start(sg, query, await aembed_query(self.index.embed_model, query))
+
+    def _start(self, sg: SentenceGraph, query: str, qv: np.ndarray) -> SearchState:
+        state = SearchState(query=query, graph=sg, query_vector=qv, candidates=[])
+        if not len(sg):
+            state.exhausted = True
+            return state
+        cos = sg.vectors @ qv
+        rows, _ = top_k_of_scores(cos, self.candidate_k)
+        ranked = self._rerank(state, rows.tolist(), cos[rows])
+        state.candidates = ranked
+        for row, score in ranked[: self.seed_k]:
+            self._add(state, Gathered(row, score, "seed", 0), force=True)
+        state.frontier = [g.row for g in state.gathered.values()]
+        return state
+
+    def _add(self, state: SearchState, item: Gathered, force: bool = False) -> bool:
+        words = word_count(state.graph.records[item.row].text)
+        if not force and state.words + words > self.word_budget:
+            state.budget_hit = True
+            return False
+        state.gathered[item.row] = item
+        state.words += words
+        return True
+
+    def expand(self, state: SearchState) -> int:
+        """One hop: the frontier's neighbours, reranked, added within the word budget.
+
+        Returns:
+            How many sentences were added (0 once nothing new is reachable or the
+            budget is spent; ``state.exhausted`` / ``state.budget_hit`` say which).
+        """
+        if state.exhausted or state.budget_hit or not state.frontier:
+            state.exhausted = True
+            return 0
+        reach = state.graph.neighbors(state.frontier, self.edge_kinds)
+        new = [r for r in reach if r not in state.gathered]
+        if not new:
+            state.exhausted = True
+            return 0
+        cos = state.graph.vectors[new] @ state.query_vector
+        state.hops += 1
+        added: list[int] = []
+        for row, score in self._rerank(state, new, cos):
+            if not self._add(state, Gathered(row, score, "neighbor", state.hops, reach[row])):
+                break
+            added.append(row)
+        state.frontier = added
+        return len(added)
+
+    def search(self, query: str, hops: int = 1) -> SearchState:
+        """Seeds plus ``hops`` expansions (the LLM-free schedule)."""
+        state = self.start(query)
+        for _ in range(hops):
+            if not self.expand(state):
+                break
+        return state
+
+
+class SentenceGraphRetriever(BaseRetriever):
+    """ChainRAG's LLM-free retrieval: seeds, 1-hop expansion, chunks ranked by best sentences.
+
+    The gathered sentences (seeds and their reranked neighbours within the word
+    budget) decide the first chunks, each ranked by its best gathered sentence.
+    When they cover fewer than ``similarity_top_k`` chunks and ``fill`` is on,
+    the list is completed from the first-round candidate pool (marked
+    ``candidate`` in the evidence). Each chunk carries its sentences, their roles,
+    hop, the edge kinds that brought them in and the key entities shared over EC.
+
+    Args:
+        index: The sentence graph index.
+        similarity_top_k: Chunks to return.
+        candidate_k: First-round candidates (§4.1: 100).
+        seed_k: Seeds (§4.1: 3).
+        hops: Expansion hops (§3.2: the first exploration takes all 1-hop neighbours).
+        edge_kinds: Edge kinds to follow (``("EC", "SS", "SA")``; drop some for ablations).
+        word_budget: Word limit of the gathered sentences (§4.1: 3,000).
+        reranker: Optional LlamaIndex reranking postprocessor (cosine when ``None``).
+        rank: ``"graph"`` (gathered sentences' chunks first, then the pool) or
+            ``"merged"`` (gathered and pool sentences ranked together by score).
+        fill: Complete the list from the candidate pool.
+        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+    """
+
+    def __init__(
+        self,
+        index: SentenceGraphIndex,
+        similarity_top_k: int = 10,
+        candidate_k: int = 100,
+        seed_k: int = 3,
+        hops: int = 1,
+        edge_kinds: Sequence[str] = EDGE_KINDS,
+        word_budget: int = 3000,
+        reranker: BaseNodePostprocessor | None = None,
+        rank: str = "graph",
+        fill: bool = True,
+        callback_manager: CallbackManager | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if similarity_top_k <= 0:
+            raise ValueError("similarity_top_k must be positive")
+        if hops < 0:
+            raise ValueError("hops must be >= 0")
+        if rank not in ("graph", "merged"):
+            raise ValueError(f"rank must be 'graph' or 'merged', got {rank!r}")
+        self.index = index
+        self.similarity_top_k = int(similarity_top_k)
+        self.hops = int(hops)
+        self.rank = rank
+        self.fill = bool(fill)
+        self.search = SentenceSearch(
+            index,
+            candidate_k=candidate_k,
+            seed_k=seed_k,
+            edge_kinds=edge_kinds,
+            word_budget=word_budget,
+            reranker=reranker,
+        )
+        super().__init__(callback_manager=callback_manager, **kwargs)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        state = self.search.start(query_bundle.query_str, _bundle_vector(query_bundle))
+        for _ in range(self.hops):
+            if not self.search.expand(state):
+                break
+        return chunks_from_state(self.index, state, self.similarity_top_k, self.rank, self.fill)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if query_bundle.embedding is None:
+            vector = await aembed_query(self.index.embed_model, query_bundle.query_str)
+            query_bundle = QueryBundle(query_bundle.query_str, embedding=vector.tolist())
+        return self._retrieve(query_bundle)
+
+
+def _bundle_vector(query_bundle: QueryBundle) -> np.ndarray | None:
+    if query_bundle.embedding is None:
+        return None
+    vec = np.asarray(query_bundle.embedding, dtype=np.float32)
+    return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+
+def describe_sentence(sg: SentenceGraph, item: Gathered) -> dict[str, Any]:
+    """A JSON-ready account of one gathered sentence (for evidence and the chain)."""
+    out: dict[str, Any] = {
+        "text": sg.records[item.row].text,
+        "score": round(item.score, 4),
+        "role": item.role,
+        "hop": item.hop,
+    }
+    if item.via:
+        edges = []
+        for kind, sources in item.via.items():
+            for src in sources[:3]:
+                edge: dict[str, Any] = {"kind": kind, "from": sg.records[src].text[:120]}
+                if kind == "EC":
+                    edge["entities"] = sg.shared_entities(item.row, src)
+                edges.append(edge)
+        out["edges"] = edges
+    return out
+
+
+def chunks_from_state(
+    index: SentenceGraphIndex,
+    state: SearchState,
+    top_k: int,
+    rank: str = "graph",
+    fill: bool = True,
+) -> list[NodeWithScore]:
+    """The source chunks of a search, ranked by their best sentences, with evidence."""
+    sg = state.graph
+    items = list(state.gathered.values())
+    if fill or rank == "merged":
+        pool = [Gathered(r, s, "candidate") for r, s in state.candidates if r not in state.gathered]
+    else:
+        pool = []
+    by_chunk: dict[str, list[Gathered]] = {}
+    order: list[str] = []
+
+    def take(group: list[Gathered]) -> None:
+        for item in sorted(group, key=lambda g: (-g.score, g.row)):
+            cid = sg.records[item.row].chunk_id
+            if cid not in by_chunk:
+                if len(order) >= top_k:
+                    continue
+                order.append(cid)
+                by_chunk[cid] = []
+            by_chunk[cid].append(item)
+
+    if rank == "merged":
+        take(items + pool)
+    else:
+        take(items)
+        if fill:
+            take(pool)
+    chunks = {n.node_id: n for n in index.get_chunks(order)} if order else {}
+    results = []
+    for rank_no, cid in enumerate(order, start=1):
+        sents = by_chunk[cid]
+        evidence = {
+            "method": "chainrag",
+            "rank": rank_no,
+            "query": state.query,
+            "sentences": [describe_sentence(sg, s) for s in sents],
+            "edge_kinds": sorted({k for s in sents for k in s.via}),
+        }
+        results.append(with_evidence(chunks[cid], max(s.score for s in sents), evidence))
+    return results

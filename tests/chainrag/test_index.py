@@ -1,0 +1,140 @@
+"""SentenceGraphIndex and its LLM-free retriever on a hand-written corpus."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from llama_index.core.schema import Document
+
+from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.eval.registry import REGISTRY
+
+DOCS = [
+    Document(
+        id_="bambi",
+        text="Bambi\nBambi, a Life in the Woods is a 1923 novel by Felix Salten. "
+        "The novel follows a roe deer. The book was banned in Nazi Germany in 1936.",
+        metadata={"title": "Bambi"},
+    ),
+    Document(
+        id_="salten",
+        text="Felix Salten was an Austrian author and critic. "
+        "He was born in Pest and lived in Vienna for most of his life.",
+        metadata={"title": "Felix Salten"},
+    ),
+    Document(id_="vienna", text="Vienna is the capital of Austria. It lies on the Danube."),
+]
+
+
+@pytest.fixture
+def index(bow_embed):
+    return SentenceGraphIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()]
+    )
+
+
+def _ids(index, query, **kw):
+    return [r.node.ref_doc_id for r in index.as_retriever(**kw).retrieve(query)]
+
+
+def test_sentences_entities_and_edges(index):
+    sg = index.sentence_graph
+    assert len(sg) == 7
+    texts = [r.text for r in sg.records]
+    assert "Bambi" not in texts  # the title line is context, not a sentence
+    assert texts[0].startswith("Bambi, a Life")
+    assert sg.records[1].position == 1 and sg.records[3].chunk_id != sg.records[2].chunk_id
+    assert "felix salten" in sg.records[0].entities
+    # EC: the two sentences naming Felix Salten share that key entity
+    assert "felix salten" in sg.shared_entities(0, 3)
+    assert sg.num_edges("SA") == 3 + 1 + 1
+    assert sg.num_edges("SS") > 0 and sg.num_edges("EC") >= 1
+    graph = index.graph
+    assert graph.num_nodes("sentence") == 7 and graph.num_edges("SA") == 5
+
+
+def test_retriever_returns_chunks_with_sentence_evidence(index):
+    results = index.as_retriever(similarity_top_k=3).retrieve("Where was Felix Salten born?")
+    assert results[0].node.ref_doc_id == "salten"
+    evidence = results[0].node.metadata["evidence"]
+    assert evidence["method"] == "chainrag"
+    assert evidence["sentences"][0]["role"] == "seed"
+    roles = {s["role"] for r in results for s in r.node.metadata["evidence"]["sentences"]}
+    assert "neighbor" in roles
+    neighbour = next(
+        s
+        for r in results
+        for s in r.node.metadata["evidence"]["sentences"]
+        if s["role"] == "neighbor"
+    )
+    assert neighbour["hop"] == 1 and neighbour["edges"][0]["kind"] in ("EC", "SS", "SA")
+    assert "evidence" not in results[0].node.get_content(metadata_mode="llm")
+
+
+def test_budget_and_edge_ablation(index):
+    small = index.as_retriever(similarity_top_k=3, seed_k=1, word_budget=12, fill=False)
+    results = small.retrieve("Where was Felix Salten born?")
+    words = sum(
+        len(s["text"].split()) for r in results for s in r.node.metadata["evidence"]["sentences"]
+    )
+    assert words <= 12 or len(results) == 1
+    none = index.as_retriever(seed_k=1, edge_kinds=[], fill=False).retrieve("Danube")
+    assert [r.node.ref_doc_id for r in none] == ["vienna"]
+    with pytest.raises(ValueError):
+        index.as_retriever(edge_kinds=["XX"])
+
+
+def test_insert_delete_persist_reload(index, bow_embed, tmp_path):
+    extra = Document(id_="pest", text="Pest is a part of Budapest in Hungary.")
+    index.insert(extra)
+    index.insert(extra)
+    assert len(index.sentence_graph) == 8
+    index.delete_ref_doc("vienna")
+    assert {r.chunk_id.split("#")[0] for r in index.sentence_graph.records} == {
+        "bambi",
+        "salten",
+        "pest",
+    }
+    index.persist(tmp_path / "idx")
+    loaded = SentenceGraphIndex.load(tmp_path / "idx", embed_model=bow_embed)
+    for q in ("Where was Felix Salten born?", "Budapest", "roe deer novel"):
+        assert _ids(loaded, q) == _ids(index, q)
+    assert loaded.config() == index.config()
+    assert loaded.sentence_graph.num_edges("EC") == index.sentence_graph.num_edges("EC")
+
+
+def test_retrieval_is_thread_safe(index):
+    expected = _ids(index, "Vienna Danube")
+    out, errors = [], []
+
+    def worker():
+        try:
+            for _ in range(5):
+                out.append(_ids(index, "Vienna Danube"))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and all(o == expected for o in out)
+
+
+def test_empty_index_and_bad_settings(bow_embed):
+    empty = SentenceGraphIndex([], embed_model=bow_embed)
+    assert empty.as_retriever().retrieve("anything") == []
+    with pytest.raises(ValueError):
+        SentenceGraphIndex([], embed_model=bow_embed, alpha=1.5)
+    with pytest.raises(TypeError):
+        SentenceGraphIndex([], embed_model=bow_embed, beta=1)
+
+
+def test_registered_in_the_runner():
+    spec, captured = REGISTRY.resolve("chainrag-retriever-no-ss")
+    assert spec.tier == "llm-free" and captured == {"drop": "ss"}
+    assert REGISTRY.resolve("chainrag-retriever")[1] == {}
+    assert REGISTRY.resolve("chainrag")[0].tier == "llm"

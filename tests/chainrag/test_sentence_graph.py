@@ -1,0 +1,100 @@
+"""Edge construction of the sentence graph on hand-made inputs (paper §3.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llama_index_graphrag_ext.chainrag.sentence_graph import (
+    SentenceGraph,
+    SentenceRecord,
+    check_edge_kinds,
+    entity_importance,
+    key_entities,
+    sa_edges,
+    ss_edges,
+)
+
+
+def test_alpha_keeps_the_top_share_by_bm25_importance():
+    # "a" and "b" recur over the corpus; "c", "d", "e" and the u_i occur once
+    lists = [["e", "d", "c", "b", "a"]] + [["a", f"u{i}"] for i in range(6)] + [["b", "w"]] * 3
+    imp = entity_importance(lists)
+    assert imp["b"] > imp["a"] > imp["c"] and imp["a"] > imp["u1"]
+    assert imp["c"] == imp["d"] == imp["e"]
+    keys = key_entities(lists, 0.6)
+    assert keys[0] == ("b", "a", "e")  # round(0.6 * 5) = 3, most important first, ties by order
+    assert key_entities(lists, 0.2)[0] == ("b",)
+    assert key_entities([["x"]], 0.1) == [("x",)]  # at least one is always kept
+    with pytest.raises(ValueError):
+        key_entities(lists, 0.0)
+
+
+def test_alpha_cut_counts():
+    lists = [["p", "q"], ["p", "q", "r"], ["p"], ["q"]]
+    keys = key_entities(lists, 0.6)
+    assert len(keys[0]) == 1  # floor(1.2 + 0.5) = 1
+    assert len(keys[1]) == 2  # floor(1.8 + 0.5) = 2
+    assert key_entities([[]], 0.6) == [()]
+
+
+def test_ss_edges_are_the_union_of_top_m_lists():
+    # rows 0..3 on a line: 0-1 close, 2-3 close, 1-2 farther
+    vecs = np.array([[1, 0], [0.95, 0.31], [0.31, 0.95], [0, 1]], dtype=np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows, cols, _ = ss_edges(vecs, 1)
+    # top-1: 0->1, 1->0, 2->3, 3->2 : only two undirected edges
+    assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == {(0, 1), (2, 3)}
+    rows, cols, _ = ss_edges(vecs, 2)
+    # top-2 of 1 is {0, 2}: the union adds 1-2 although 2 lists 1 second only
+    assert (1, 2) in set(zip(rows.tolist(), cols.tolist(), strict=True))
+
+
+def test_ss_union_includes_one_sided_lists():
+    # 3 is an outlier whose nearest is 2, but 2's top-1 is 1: edge 2-3 kept (either end)
+    vecs = np.array([[1, 0, 0], [0.99, 0.14, 0], [0.9, 0.43, 0], [0.3, 0.3, 0.9]], np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows, cols, _ = ss_edges(vecs, 1)
+    assert (2, 3) in set(zip(rows.tolist(), cols.tolist(), strict=True))
+
+
+def test_sa_window_stays_inside_a_chunk():
+    groups = np.array([0, 0, 0, 0, 0, 1, 1])
+    pos = np.array([0, 1, 2, 3, 4, 0, 1])
+    rows, cols, dist = sa_edges(groups, pos, 3)
+    pairs = set(zip(rows.tolist(), cols.tolist(), strict=True))
+    assert (0, 3) in pairs and (0, 4) not in pairs  # |i - j| <= 3
+    assert (4, 5) not in pairs and (5, 6) in pairs  # never across chunks
+    assert dist.max() == 3
+    rows1, _, _ = sa_edges(groups, pos, 1)
+    assert len(rows1) == 5
+
+
+def _records():
+    texts = [
+        ("Marie Curie was born in Warsaw.", "c1", ("marie curie", "warsaw")),
+        ("She moved to Paris in 1891.", "c1", ("paris", "1891")),
+        ("Warsaw is the capital of Poland.", "c2", ("warsaw", "poland")),
+        ("Paris is the capital of France.", "c3", ("paris", "france")),
+    ]
+    pos: dict[str, int] = {}
+    out = []
+    for text, chunk, ents in texts:
+        out.append(SentenceRecord(text, chunk, pos.get(chunk, 0), ents))
+        pos[chunk] = pos.get(chunk, 0) + 1
+    return out
+
+
+def test_graph_neighbors_label_edges_and_shared_entities():
+    recs = _records()
+    vecs = np.eye(4, dtype=np.float32)
+    sg = SentenceGraph.build(recs, vecs, alpha=1.0, m=0, window=3)
+    assert sg.num_edges("SS") == 0 and sg.num_edges("SA") == 1
+    assert sg.num_edges("EC") == 2  # warsaw (0-2), paris (1-3)
+    nb = sg.neighbors([0], ("EC", "SA"))
+    assert nb == {2: {"EC": [0]}, 1: {"SA": [0]}}
+    assert sg.shared_entities(0, 2) == ["warsaw"]
+    assert sg.neighbors([0], ("SS",)) == {}
+    with pytest.raises(ValueError):
+        check_edge_kinds(["XX"])
+    assert check_edge_kinds(["sa", "EC"]) == ("EC", "SA")
