@@ -28,23 +28,40 @@ from .eval.registry import REGISTRY, BenchContext
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 
 #: The methods the demo shows, in order. Each method issue adds its LLM-free variant.
-DEMO_METHODS: tuple[str, ...] = ("dense",)
+DEMO_METHODS: tuple[str, ...] = ("dense", "chainrag-retriever")
 
 
-def format_evidence(evidence: dict[str, Any] | None, width: int = 100) -> str:
+#: Evidence keys not worth a place on the one "why" line (the question itself, ...).
+_QUIET_KEYS = frozenset({"method", "query"})
+
+
+def _brief(value: Any) -> str:
+    """A compact rendering of one evidence value."""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict):
+        parts = [f"{k}={_brief(v)}" for k, v in value.items() if not isinstance(v, (dict, list))]
+        return "(" + ", ".join(parts) + ")"
+    if isinstance(value, (list, tuple)):
+        shown = ", ".join(_brief(v) for v in value[:3])
+        more = f", ... {len(value)} in all" if len(value) > 3 else ""
+        return f"[{shown}{more}]"
+    text = str(value)
+    return f"'{textwrap.shorten(text, 48, placeholder='...')}'" if " " in text else text
+
+
+def format_evidence(evidence: dict[str, Any] | None, width: int = 140) -> str:
     """One readable line of a retriever's evidence dict."""
     if not evidence:
         return "(no evidence recorded)"
-    parts = []
-    for key, value in evidence.items():
-        if key == "method":
-            continue
-        if isinstance(value, float):
-            value = f"{value:.3f}"
-        elif isinstance(value, (list, tuple)):
-            shown = ", ".join(str(v) for v in value[:4])
-            value = f"[{shown}{', ...' if len(value) > 4 else ''}]"
-        parts.append(f"{key}={value}")
+    items = [(k, v) for k, v in evidence.items() if k not in _QUIET_KEYS]
+    # Short facts first (rank, scores, edge kinds), then the nested detail.
+    items.sort(
+        key=lambda kv: (
+            isinstance(kv[1], (list, tuple)) and bool(kv[1]) and isinstance(kv[1][0], dict)
+        )
+    )
+    parts = [f"{k}={_brief(v)}" for k, v in items]
     line = f"{evidence.get('method', '?')}: " + "; ".join(parts)
     return textwrap.shorten(line, width=width, placeholder=" ...")
 

@@ -9,9 +9,13 @@ from llama_index_graphrag_ext.demo import DEMO_METHODS, format_evidence, run_dem
 
 def test_format_evidence():
     line = format_evidence(
-        {"method": "qcg", "score": 0.51234, "queries": ["a", "b", "c", "d", "e"]}
+        {"method": "qcg", "query": "q?", "score": 0.51234, "queries": ["a", "b", "c", "d"]}
     )
-    assert line == "qcg: score=0.512; queries=[a, b, c, d, ...]"
+    assert line == "qcg: score=0.512; queries=[a, b, c, ... 4 in all]"
+    nested = format_evidence(
+        {"method": "x", "sentences": [{"text": "A long sentence here", "hop": 1}], "rank": 2}
+    )
+    assert nested == "x: rank=2; sentences=[(text='A long sentence here', hop=1)]"
     assert format_evidence(None) == "(no evidence recorded)"
 
 
