@@ -1,0 +1,130 @@
+"""Registers LP-RAG in the benchmark runner.
+
+* ``lprag-pseudo`` (LLM-free): passages as chunks, pseudo-queries (sentence
+  windows, see :mod:`.queries`) instead of LLM questions.
+* ``lprag`` (configured LLM): LLM-written synthetic queries, bounded by
+  ``--set llm_batches=N`` (default 200 with the embedded SmolLM2, which writes
+  about one batch per few seconds on 2 cores; the remaining batches get
+  pseudo-queries, reported in ``info``). Atomic chunking runs only with a
+  strong LLM; with the embedded one chunks stay passages (logged).
+
+Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
+``lprag-pseudo-sage``) and the training settings ``epochs``, ``hidden``,
+``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.schema import Document
+
+from ..core.defaults import describe_llm
+from ..core.nodes import PassageParser
+from ..eval.registry import BenchContext, BenchSystem, register_method
+from .chunker import LLMAtomicChunker, is_embedded_llm
+from .index import ChunkQueryLinkIndex
+
+logger = logging.getLogger(__name__)
+
+_PREDICTOR = r"(?:-(?P<predictor>ncn|sage|gcn|mlp))?"
+
+
+def _settings(ctx: BenchContext) -> dict[str, Any]:
+    return {
+        "predictor": ctx.option("predictor", "ncn"),
+        "epochs": ctx.option("epochs", 100),
+        "hidden": ctx.option("hidden", 256),
+        "layers": ctx.option("layers", 1),
+        "lr": ctx.option("lr", 0.0043),
+        "negatives": ctx.option("negatives", 3),
+        "hard_negative_fraction": ctx.option("hard", 0.0),
+        "query_neighbors": ctx.option("query_neighbors", 10),
+        "k": ctx.option("k", 5),
+        "seed": ctx.option("seed", 0),
+        "threads": ctx.option("threads", 2),
+    }
+
+
+def _info(index: ChunkQueryLinkIndex, **extra: Any) -> dict[str, Any]:
+    report = index.train_report
+    info: dict[str, Any] = {
+        "predictor": index.predictor,
+        "chunks": len(index),
+        "chunk_edges": int(len(index._edges[0])),
+        "queries": index.num_queries,
+        **index.build_stats,
+        **extra,
+    }
+    if report is not None:
+        info.update(
+            train_seconds=report.train_seconds,
+            epochs_run=report.epochs_run,
+            best_epoch=report.best_epoch,
+            val_auc=None if report.val_auc is None else round(report.val_auc, 4),
+            val_hits_at_10=None if report.val_hits is None else round(report.val_hits, 4),
+        )
+    return info
+
+
+@register_method(
+    "lprag-pseudo" + _PREDICTOR,
+    "llm-free",
+    "LP-RAG link prediction, LLM-free pseudo-queries (sentence windows); predictor=ncn|sage|gcn|mlp",
+)
+def build_lprag_pseudo(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    index = ChunkQueryLinkIndex.from_documents(
+        documents,
+        embed_model=ctx.embed_model,
+        transformations=[PassageParser()],
+        show_progress=ctx.show_progress,
+        query_source="pseudo",
+        **_settings(ctx),
+    )
+    return BenchSystem(
+        retriever=index.as_retriever(similarity_top_k=ctx.top_k),
+        info=_info(index, query_source="pseudo (sentence windows, not questions)"),
+    )
+
+
+@register_method(
+    "lprag" + _PREDICTOR,
+    "llm",
+    "LP-RAG link prediction, synthetic queries from the configured LLM (bounded: llm_batches)",
+)
+def build_lprag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    llm = ctx.llm()
+    if llm is None:
+        raise ValueError("lprag needs an LLM (--llm embedded or a provider); use lprag-pseudo")
+    embedded = is_embedded_llm(llm)
+    bound = ctx.option("llm_batches", 200 if embedded else -1)
+    cache = str(ctx.cache_dir / "lprag-llm.sqlite") if ctx.cache_dir else None
+    chunker = (
+        PassageParser()
+        if embedded or not ctx.option("atomic", True)
+        else LLMAtomicChunker(llm=llm, cache_path=cache)
+    )
+    if embedded:
+        logger.info("lprag: embedded SmolLM2 cannot write atomic chunks; passages are chunks")
+    index = ChunkQueryLinkIndex.from_documents(
+        documents,
+        embed_model=ctx.embed_model,
+        llm=llm,
+        transformations=[chunker],
+        show_progress=ctx.show_progress,
+        query_source="llm",
+        max_llm_batches=None if bound < 0 else bound,
+        llm_cache_path=cache,
+        **_settings(ctx),
+    )
+    return BenchSystem(
+        retriever=index.as_retriever(similarity_top_k=ctx.top_k),
+        info=_info(
+            index,
+            llm=describe_llm(llm),
+            chunker=type(chunker).__name__,
+            llm_batch_bound=None if bound < 0 else bound,
+        ),
+    )

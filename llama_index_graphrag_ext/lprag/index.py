@@ -1,0 +1,473 @@
+"""``ChunkQueryLinkIndex``: chunks, synthetic queries and a trained link predictor (LP-RAG §3.2-3.4).
+
+Building the index runs the paper's pipeline on chunk nodes:
+
+1. embed the chunks (§3.3 node features; the configured embedder);
+2. join them by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
+3. sample one batch per chunk and write ``n_B = 2`` queries per batch, with the
+   LLM (§3.2) or, LLM-free, as pseudo-queries (see :mod:`.queries`); each query
+   is linked to every chunk of its batch;
+4. train the link predictor on those links (§3.4, :mod:`.models`).
+
+Inserting chunks later (``insert_nodes``) follows ``update_policy``:
+``"finetune"`` (default) re-samples batches and writes queries for the new
+chunks only, then continues training the current model for ``finetune_epochs``
+on all queries; ``"retrain"`` trains a fresh model on everything; ``"none"``
+adds the chunks and their queries but keeps the model as is (the paper's
+inductive use on unseen documents, App. B.3). Deleting chunks removes their
+links (and queries left without links) and keeps the model: it is inductive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from llama_index.core.schema import BaseNode, MetadataMode
+
+from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges
+from ..core.graph import TypedGraph
+from ..core.index import GraphIndexBase
+from ..core.persist import read_arrays, read_json, write_arrays, write_json
+from ..core.vectors import InMemoryVectorTable
+from .chunker import is_embedded_llm
+from .models import (
+    PREDICTORS,
+    ChunkStructure,
+    LinkGraph,
+    LinkPredictor,
+    LinkScorer,
+    TrainConfig,
+    TrainReport,
+    train_link_predictor,
+)
+from .prompts import LP_ANSWER_PROMPT
+from .queries import (
+    SyntheticQueryGenerator,
+    chunk_sentences,
+    neighbor_lists,
+    pseudo_queries,
+    sample_batches,
+)
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "link_predictor.pt"
+STATE_FILE = "lprag_state.json"
+QUERY_SOURCES = ("auto", "llm", "pseudo")
+UPDATE_POLICIES = ("finetune", "retrain", "none")
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What a retrieval reads: swapped as a whole after every change (thread safety)."""
+
+    scorer: LinkScorer
+    chunk_ids: tuple[str, ...]
+    z_chunks: np.ndarray
+
+
+@dataclass
+class _Query:
+    id: str
+    text: str
+    chunks: list[str]
+    origin: str
+
+
+class ChunkQueryLinkIndex(GraphIndexBase):
+    """LP-RAG's index: chunk kNN graph + synthetic query nodes + a trained link predictor.
+
+    Construct it with ``from_documents`` (pass
+    ``transformations=[LLMAtomicChunker(llm=...)]`` for the paper's chunks, or
+    ``[PassageParser()]`` for one chunk per document), or with chunk nodes; the
+    usual ``embed_model``, ``llm`` and ``callback_manager`` arguments fall back to
+    ``Settings``. Its own settings are keyword arguments:
+
+    * ``predictor``: ``ncn`` (paper default), ``sage``, ``gcn`` or ``mlp``;
+    * ``k``: neighbours of the mutual-kNN chunk graph (5);
+    * ``query_neighbors``: chunks a query node is attached to for messages (``M`` = 10);
+    * ``queries_per_batch``: queries per batch (``n_B`` = 2);
+    * ``query_source``: ``llm``, ``pseudo`` or ``auto`` (the LLM when one is set,
+      the embedded SmolLM2 included, else pseudo-queries);
+    * ``max_llm_batches``: bound on LLM-written batches (the rest get pseudo-queries);
+    * ``pseudo_max_words``: longest sentence window in a pseudo-query (20);
+    * ``hidden``, ``layers``, ``lr``, ``weight_decay``, ``epochs``, ``negatives``,
+      ``hard_negative_fraction``, ``val_fraction``, ``patience``, ``seed``,
+      ``threads``: training (see :class:`.TrainConfig`);
+    * ``update_policy``: ``finetune``, ``retrain`` or ``none`` (module docs);
+    * ``finetune_epochs``: epochs of a fine-tune after an insert (20);
+    * ``llm_cache_path``: optional sqlite cache of LLM answers;
+    * ``max_concurrency``: LLM calls in flight at once.
+    """
+
+    index_kind = "lprag-chunk-query-link"
+    format_version = 1
+
+    def _configure(
+        self,
+        predictor: str = "ncn",
+        k: int = 5,
+        query_neighbors: int = 10,
+        queries_per_batch: int = 2,
+        query_source: str = "auto",
+        max_llm_batches: int | None = None,
+        pseudo_max_words: int = 20,
+        hidden: int = 256,
+        layers: int = 1,
+        lr: float = 0.0043,
+        weight_decay: float = 1e-8,
+        epochs: int = 100,
+        negatives: int = 3,
+        hard_negative_fraction: float = 0.0,
+        val_fraction: float = 0.1,
+        patience: int = 4,
+        seed: int = 0,
+        threads: int = 2,
+        update_policy: str = "finetune",
+        finetune_epochs: int = 20,
+        llm_cache_path: str | None = None,
+        max_concurrency: int = 4,
+    ) -> None:
+        if predictor not in PREDICTORS:
+            raise ValueError(f"unknown predictor {predictor!r}; choose one of {PREDICTORS}")
+        if query_source not in QUERY_SOURCES:
+            raise ValueError(f"query_source must be one of {QUERY_SOURCES}")
+        if update_policy not in UPDATE_POLICIES:
+            raise ValueError(f"update_policy must be one of {UPDATE_POLICIES}")
+        for name, value in (
+            ("k", k),
+            ("query_neighbors", query_neighbors),
+            ("queries_per_batch", queries_per_batch),
+            ("pseudo_max_words", pseudo_max_words),
+            ("finetune_epochs", finetune_epochs),
+            ("max_concurrency", max_concurrency),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        if max_llm_batches is not None and max_llm_batches < 0:
+            raise ValueError("max_llm_batches must be >= 0 or None")
+        self._settings = {
+            "predictor": predictor,
+            "k": k,
+            "query_neighbors": query_neighbors,
+            "queries_per_batch": queries_per_batch,
+            "query_source": query_source,
+            "max_llm_batches": max_llm_batches,
+            "pseudo_max_words": pseudo_max_words,
+            "update_policy": update_policy,
+            "finetune_epochs": finetune_epochs,
+            "llm_cache_path": llm_cache_path,
+            "max_concurrency": max_concurrency,
+        }
+        self.train_config = TrainConfig(
+            predictor=predictor,
+            hidden=hidden,
+            layers=layers,
+            lr=lr,
+            weight_decay=weight_decay,
+            epochs=epochs,
+            negatives=negatives,
+            hard_negative_fraction=hard_negative_fraction,
+            val_fraction=val_fraction,
+            patience=patience,
+            seed=seed,
+            threads=threads,
+        )
+        self._chunks = InMemoryVectorTable()
+        self._edges = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+        self._queries: list[_Query] = []
+        self._query_vectors = np.zeros((0, 0), np.float32)
+        self._model: LinkPredictor | None = None
+        self._snapshot: _Snapshot | None = None
+        self.train_report: TrainReport | None = None
+        self.build_stats: dict[str, Any] = {}
+        self._rng = np.random.default_rng(seed)
+        self._graph = TypedGraph()
+
+    def config(self) -> dict[str, Any]:
+        """Settings stored in the manifest (and passed back on load)."""
+        train = self.train_config.to_dict()
+        train.pop("hard_pool")
+        train.pop("eval_every")
+        return {**self._settings, **train}
+
+    @property
+    def predictor(self) -> str:
+        """The link predictor in use."""
+        return self.train_config.predictor
+
+    @property
+    def query_neighbors(self) -> int:
+        """``M``: chunks a query node is attached to."""
+        return int(self._settings["query_neighbors"])
+
+    @property
+    def num_queries(self) -> int:
+        """Synthetic/pseudo query nodes in the training graph."""
+        return len(self._queries)
+
+    def queries(self) -> list[dict[str, Any]]:
+        """The query nodes: id, text, linked chunk ids and origin (``llm``/``pseudo``)."""
+        return [dict(q.__dict__) for q in self._queries]
+
+    # ------------------------------------------------------------------ building
+
+    def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
+        if not nodes:
+            return
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        vectors = embed_texts(
+            self.embed_model, texts, show_progress=self._show_progress, desc="Embedding chunks"
+        )
+        first_build = self._model is None
+        self._chunks.add([n.node_id for n in nodes], vectors)
+        self._relink()
+        # §3.2 / A.2: batches and queries for the new chunks only.
+        row = {cid: i for i, cid in enumerate(self._chunks.ids)}
+        targets = [row[n.node_id] for n in nodes]
+        self._write_queries(targets, {n.node_id: n.get_content() for n in nodes})
+        policy = self._settings["update_policy"]
+        if first_build or policy == "retrain":
+            self._train(model=None)
+        elif policy == "finetune":
+            self._train(model=self._model, epochs=int(self._settings["finetune_epochs"]))
+        else:
+            logger.info("update_policy='none': %d chunk(s) added, model kept", len(nodes))
+        self._refresh()
+
+    def _remove_chunks(self, node_ids: Sequence[str]) -> None:
+        gone = set(node_ids)
+        self._chunks.delete(list(node_ids))
+        keep = []
+        for i, q in enumerate(self._queries):
+            q.chunks = [c for c in q.chunks if c not in gone]
+            if q.chunks:
+                keep.append(i)
+        dropped = len(self._queries) - len(keep)
+        self._queries = [self._queries[i] for i in keep]
+        self._query_vectors = self._query_vectors[keep] if len(keep) else self._query_vectors[:0]
+        if dropped:
+            logger.info("removed %d query node(s) left without links", dropped)
+        self._relink()
+        self._refresh()
+
+    def _relink(self) -> None:
+        """Mutual-kNN chunk graph with cosine weights (Eq. 4-5), blocked exact search."""
+        idx, sims = knn_graph(self._chunks.matrix, int(self._settings["k"]))
+        self._edges = mutual_knn_edges(idx, sims)
+
+    def _write_queries(self, targets: list[int], texts_by_id: dict[str, str]) -> None:
+        ids = self._chunks.ids
+        rows, cols, _ = self._edges
+        neighbors = neighbor_lists(len(ids), rows, cols)
+        batches = sample_batches(neighbors, targets, self._rng)
+        per_batch = int(self._settings["queries_per_batch"])
+        llm_queries: list[list[str]] = [[] for _ in batches]
+        need_text = {int(c) for b in batches for c in b}
+        docs = {i: texts_by_id.get(ids[i]) for i in need_text}
+        missing = [i for i, t in docs.items() if t is None]
+        if missing:
+            for i, node in zip(missing, self.get_chunks([ids[i] for i in missing]), strict=True):
+                docs[i] = node.get_content()
+        llm = self._query_llm()
+        stats = {"batches": len(batches), "llm_batches": 0, "llm_queries": 0, "pseudo_queries": 0}
+        if llm is not None:
+            bound = self._settings["max_llm_batches"]
+            chosen = list(range(len(batches)))
+            if bound is not None and bound < len(batches):
+                chosen = sorted(self._rng.choice(len(batches), size=bound, replace=False).tolist())
+                logger.info(
+                    "synthetic queries bounded: %d of %d batches use the LLM, the rest "
+                    "pseudo-queries",
+                    bound,
+                    len(batches),
+                )
+            generator = SyntheticQueryGenerator(
+                llm,
+                per_batch=per_batch,
+                max_concurrency=int(self._settings["max_concurrency"]),
+                cache_path=self._settings["llm_cache_path"],
+            )
+            answers = generator.generate(
+                [[docs[int(c)] for c in batches[b]] for b in chosen],
+                show_progress=self._show_progress,
+            )
+            for b, qs in zip(chosen, answers, strict=True):
+                llm_queries[b] = qs
+            stats["llm_batches"] = sum(1 for q in answers if q)
+            stats.update({f"llm_{k}": v for k, v in generator.stats.items() if k != "queries"})
+        fallback = [b for b, qs in enumerate(llm_queries) if not qs]
+        pseudo: list[list[str]] = [[] for _ in batches]
+        if fallback:
+            need = sorted({int(c) for b in fallback for c in batches[b]})
+            sents = dict(zip(need, chunk_sentences([docs[i] for i in need]), strict=True))
+            made = pseudo_queries(
+                [batches[b] for b in fallback],
+                _Lookup(sents),
+                self._rng,
+                per_batch=per_batch,
+                max_words=int(self._settings["pseudo_max_words"]),
+            )
+            for b, qs in zip(fallback, made, strict=True):
+                pseudo[b] = qs
+        new: list[_Query] = []
+        for b, batch in enumerate(batches):
+            chunk_ids = [ids[int(c)] for c in batch]
+            for origin, qs in (("llm", llm_queries[b]), ("pseudo", pseudo[b])):
+                for text in qs:
+                    qid = "q:" + hashlib.sha1(f"{chunk_ids[0]}|{text}".encode()).hexdigest()[:16]
+                    new.append(_Query(qid, text, chunk_ids, origin))
+        stats["llm_queries"] = sum(q.origin == "llm" for q in new)
+        stats["pseudo_queries"] = sum(q.origin == "pseudo" for q in new)
+        vectors = embed_texts(
+            self.embed_model,
+            [q.text for q in new],
+            show_progress=self._show_progress,
+            desc="Embedding queries",
+        )
+        self._queries.extend(new)
+        self._query_vectors = (
+            vectors if self._query_vectors.size == 0 else np.vstack([self._query_vectors, vectors])
+        )
+        for key, value in stats.items():
+            self.build_stats[key] = self.build_stats.get(key, 0) + value
+
+    def _query_llm(self):
+        source = self._settings["query_source"]
+        if source == "pseudo":
+            return None
+        llm = self._llm
+        if llm is None and source == "llm":
+            llm = self.llm  # resolve Settings / the environment
+        if llm is None:
+            if source == "llm":
+                raise ValueError("query_source='llm' but no LLM is configured")
+            logger.info("no LLM: LLM-free pseudo-queries (see lprag.queries)")
+            return None
+        if is_embedded_llm(llm):
+            logger.info("synthetic queries from the embedded SmolLM2 (short questions only)")
+        return llm
+
+    def _link_graph(self) -> LinkGraph:
+        ids = self._chunks.ids
+        row = {cid: i for i, cid in enumerate(ids)}
+        z_c = self._chunks.matrix
+        m = min(self.query_neighbors, len(ids))
+        q_nb, _ = knn_graph(self._query_vectors, m, others=z_c)
+        pos_q = np.fromiter((qi for qi, q in enumerate(self._queries) for _ in q.chunks), np.int64)
+        pos_c = np.fromiter((row[c] for q in self._queries for c in q.chunks), np.int64)
+        rows, cols, weights = self._edges
+        return LinkGraph(
+            z_c,
+            rows,
+            cols,
+            weights,
+            self._query_vectors,
+            q_nb,
+            np.ones(q_nb.shape, np.float32),  # Eq. 5: query-chunk edges weigh 1
+            pos_q,
+            pos_c,
+        )
+
+    def _train(self, model: LinkPredictor | None, epochs: int | None = None) -> None:
+        config = self.train_config
+        if epochs is not None:
+            config = TrainConfig(**{**config.to_dict(), "epochs": epochs})
+        model, report = train_link_predictor(
+            self._link_graph(), config, model=model, show_progress=self._show_progress
+        )
+        self._model, self.train_report = model, report
+
+    def _refresh(self) -> None:
+        """Rebuild the retrieval snapshot and the visual graph after a change."""
+        ids = self._chunks.ids
+        rows, cols, weights = self._edges
+        if self._model is None or not ids:
+            self._snapshot = None
+        else:
+            structure = ChunkStructure(len(ids), rows, cols, weights)
+            matrix = self._chunks.matrix.copy()
+            self._snapshot = _Snapshot(
+                LinkScorer(self._model, matrix, structure), tuple(ids), matrix
+            )
+        graph = TypedGraph()
+        graph.add_nodes(ids, "chunk")
+        graph.add_edges(
+            ((ids[a], ids[b], float(w)) for a, b, w in zip(rows, cols, weights, strict=True)),
+            "similar",
+        )
+        graph.add_nodes(
+            [q.id for q in self._queries],
+            "query",
+            [{"text": q.text, "origin": q.origin} for q in self._queries],
+        )
+        graph.add_edges(((q.id, c, 1.0) for q in self._queries for c in q.chunks), "asks")
+        self._graph = graph
+
+    # ------------------------------------------------------------------ persistence
+
+    def _persist_state(self, folder: Path) -> None:
+        self._chunks.persist(folder, "chunks")
+        rows, cols, weights = self._edges
+        write_arrays(folder / "chunk_graph.npz", rows=rows, cols=cols, weights=weights)
+        write_arrays(folder / "queries.npz", matrix=self._query_vectors)
+        write_json(folder / "queries.json", [q.__dict__ for q in self._queries])
+        state: dict[str, Any] = {"build_stats": self.build_stats, "model": None}
+        if self._model is not None:
+            torch.save(self._model.state_dict(), folder / MODEL_FILE)
+            state["model"] = {
+                "kind": self._model.kind,
+                "in_dim": int(self._model.lin[0].in_features),
+                "hidden": self._model.hidden,
+                "layers": self._model.num_layers,
+            }
+            state["train_report"] = self.train_report.to_dict() if self.train_report else None
+        write_json(folder / STATE_FILE, state)
+
+    def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
+        self._chunks = InMemoryVectorTable.load(folder, "chunks")
+        arrays = read_arrays(folder / "chunk_graph.npz")
+        self._edges = (arrays["rows"], arrays["cols"], arrays["weights"].astype(np.float32))
+        self._query_vectors = read_arrays(folder / "queries.npz")["matrix"].astype(np.float32)
+        self._queries = [_Query(**q) for q in read_json(folder / "queries.json")]
+        state = read_json(folder / STATE_FILE)
+        self.build_stats = dict(state.get("build_stats", {}))
+        meta = state.get("model")
+        if meta is not None:
+            model = LinkPredictor(meta["kind"], meta["in_dim"], meta["hidden"], meta["layers"])
+            model.load_state_dict(torch.load(folder / MODEL_FILE, weights_only=True))
+            self._model = model
+            if state.get("train_report"):
+                self.train_report = TrainReport.from_dict(state["train_report"])
+        self._refresh()
+
+    # ------------------------------------------------------------------ engines
+
+    def as_retriever(self, **kwargs: Any):
+        """A :class:`~.retriever.LinkPredictionRetriever` over this index."""
+        from .retriever import LinkPredictionRetriever
+
+        kwargs.setdefault("callback_manager", self._callback_manager)
+        return LinkPredictionRetriever(self, **kwargs)
+
+    def as_query_engine(self, llm=None, **kwargs: Any):
+        """A ``RetrieverQueryEngine`` with LP-RAG's answer prompt (chunks best first)."""
+        kwargs.setdefault("text_qa_template", LP_ANSWER_PROMPT)
+        return super().as_query_engine(llm=llm, **kwargs)
+
+
+class _Lookup:
+    """Sentences by chunk index (a dict viewed as a sequence)."""
+
+    def __init__(self, by_index: dict[int, list[str]]) -> None:
+        self._by_index = by_index
+
+    def __getitem__(self, i: int) -> list[str]:
+        return self._by_index.get(int(i), [])

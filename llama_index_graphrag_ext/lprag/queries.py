@@ -1,0 +1,226 @@
+"""Batches of neighbouring chunks and the queries written for them (LP-RAG §3.2, App. A.2).
+
+For every chunk ``v`` the paper samples a batch: ``v`` plus ``k_v`` of its
+mutual-kNN neighbours, ``k_v ~ Uniform{0, ..., deg(v)}`` (A.2). An LLM writes
+``n_B = 2`` human-like questions about the batch (Eq. 3) and every question is
+linked to *every* chunk of its batch (§3.2). Those links are what the link
+predictor learns.
+
+Two query sources:
+
+* :class:`SyntheticQueryGenerator` — the paper's LLM step (our prompt, same
+  bracketed output format), concurrent, cached, retried; batches whose answer
+  cannot be parsed are counted and left to the pseudo-query fallback.
+* :func:`pseudo_queries` — the LLM-free stand-in (the paper has none). Honestly:
+  these are *not* questions. Query 1 of a batch is a window of at most
+  ``max_words`` words of one sentence of the target chunk; query 2 joins such a
+  window with one from another chunk of the batch (a crude imitation of a
+  multi-hop question that mentions two passages). They teach the predictor
+  which chunks a piece of text about the batch should reach, nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+
+from ..core.cache import LLMCache
+from ..core.llm import StructuredLLM
+from ..core.nlp import split_sentences_batch
+from .chunker import parse_bracketed_items, rule_sentencizer
+from .prompts import SYNTHETIC_QUERY_PROMPT
+
+logger = logging.getLogger(__name__)
+
+
+def neighbor_lists(num_chunks: int, rows: np.ndarray, cols: np.ndarray) -> list[np.ndarray]:
+    """Sorted neighbour arrays of every chunk from undirected edges ``(rows, cols)``."""
+    src = np.concatenate([rows, cols]).astype(np.int64)
+    dst = np.concatenate([cols, rows]).astype(np.int64)
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    bounds = np.searchsorted(src, np.arange(num_chunks + 1))
+    return [dst[bounds[i] : bounds[i + 1]] for i in range(num_chunks)]
+
+
+def sample_batches(
+    neighbors: Sequence[np.ndarray], targets: Sequence[int], rng: np.random.Generator
+) -> list[np.ndarray]:
+    """One batch per target chunk: the target plus ``k_v ~ U{0..deg}`` neighbours (App. A.2).
+
+    Args:
+        neighbors: Neighbour arrays of every chunk (mutual kNN graph).
+        targets: The chunks to build batches for (all chunks, or the new ones).
+        rng: Random generator (seeded by the caller).
+
+    Returns:
+        One int array per target, the target first, neighbours in sampled order.
+        An isolated chunk gets the batch ``[v]`` (gap G12).
+    """
+    out = []
+    for v in targets:
+        nb = neighbors[v]
+        k = int(rng.integers(0, len(nb) + 1))
+        chosen = rng.choice(nb, size=k, replace=False) if k else np.zeros(0, np.int64)
+        out.append(np.concatenate([[v], chosen]).astype(np.int64))
+    return out
+
+
+def _window(sentence: str, max_words: int, rng: np.random.Generator) -> str:
+    words = sentence.split()
+    if len(words) <= max_words:
+        return sentence
+    start = int(rng.integers(0, len(words) - max_words + 1))
+    return " ".join(words[start : start + max_words])
+
+
+def chunk_sentences(texts: Sequence[str]) -> list[list[str]]:
+    """Sentences of each text (rule-based splitter; the text itself if it has none)."""
+    split = split_sentences_batch(list(texts), nlp=rule_sentencizer())
+    return [s or ([t.strip()] if t.strip() else []) for s, t in zip(split, texts, strict=True)]
+
+
+def pseudo_queries(
+    batches: Sequence[np.ndarray],
+    sentences: Sequence[Sequence[str]],
+    rng: np.random.Generator,
+    *,
+    per_batch: int = 2,
+    max_words: int = 20,
+) -> list[list[str]]:
+    """LLM-free pseudo-queries for each batch (see the module docs for what they are).
+
+    Args:
+        batches: Batches from :func:`sample_batches` (chunk indices, target first).
+        sentences: Sentences of every chunk, by chunk index.
+        rng: Random generator.
+        per_batch: Pseudo-queries per batch (the paper's ``n_B``).
+        max_words: Longest window taken from one sentence.
+
+    Returns:
+        Distinct pseudo-queries per batch (fewer than ``per_batch`` when the batch
+        has too little text).
+    """
+    out: list[list[str]] = []
+    for batch in batches:
+        target = sentences[batch[0]]
+        queries: dict[str, None] = {}
+        if target:
+            order = rng.permutation(len(target))
+            for j in range(per_batch):
+                text = _window(target[order[j % len(order)]], max_words, rng)
+                others = [c for c in batch[1:] if sentences[c]]
+                if j % 2 == 1 and others:
+                    partner = sentences[others[int(rng.integers(0, len(others)))]]
+                    extra = _window(partner[int(rng.integers(0, len(partner)))], max_words, rng)
+                    text = f"{text} {extra}"
+                queries.setdefault(text, None)
+        out.append(list(queries))
+    return out
+
+
+class SyntheticQueryGenerator(PromptMixin):
+    """LLM-written questions for batches of chunks (LP-RAG Eq. 3, Box D.3 format).
+
+    Args:
+        llm: Any LlamaIndex LLM.
+        per_batch: Questions kept per batch (``n_B = 2``; extra ones are dropped,
+            conflict C3).
+        max_chunk_chars: Each chunk is clipped to this many characters in the prompt.
+        max_concurrency: LLM calls in flight at once.
+        cache_path: Optional sqlite LLM cache.
+        min_words: Shortest question kept.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        per_batch: int = 2,
+        max_chunk_chars: int = 600,
+        max_concurrency: int = 4,
+        cache_path: str | None = None,
+        min_words: int = 3,
+    ) -> None:
+        if llm is None:
+            raise ValueError("SyntheticQueryGenerator needs an LLM")
+        if per_batch <= 0 or max_chunk_chars <= 0 or min_words <= 0:
+            raise ValueError("per_batch, max_chunk_chars and min_words must be > 0")
+        self.llm = llm
+        self.per_batch = per_batch
+        self.max_chunk_chars = max_chunk_chars
+        self.min_words = min_words
+        self.prompt: BasePromptTemplate = SYNTHETIC_QUERY_PROMPT
+        self.structured = StructuredLLM(
+            llm,
+            cache=LLMCache(cache_path) if cache_path else None,
+            max_concurrency=max_concurrency,
+        )
+        self.stats: dict[str, int] = {}
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"synthetic_query_prompt": self.prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "synthetic_query_prompt" in prompts:
+            self.prompt = prompts["synthetic_query_prompt"]
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+    def format(self, chunk_texts: Sequence[str]) -> str:
+        """The prompt for one batch."""
+        body = "\n".join(
+            f"[Passage {i + 1}] {' '.join(t.split())[: self.max_chunk_chars]}"
+            for i, t in enumerate(chunk_texts)
+        )
+        return self.prompt.format(
+            chunks=body, num_chunks=len(chunk_texts), num_queries=self.per_batch
+        )
+
+    def parse(self, answer: str) -> list[str]:
+        """Questions in an answer (bracketed or listed lines), at most ``per_batch``."""
+        items = [q for q in parse_bracketed_items(answer) if len(q.split()) >= self.min_words]
+        return items[: self.per_batch]
+
+    def generate(
+        self, batch_texts: Sequence[Sequence[str]], *, show_progress: bool = False
+    ) -> list[list[str]]:
+        """Questions for each batch; ``[]`` where the call failed or gave nothing usable.
+
+        Failures and unusable answers are counted in :attr:`stats` and logged.
+        """
+        prompts = [self.format(texts) for texts in batch_texts]
+        answers: list[Any] = self.structured.map(
+            prompts, show_progress=show_progress, desc="Synthetic queries"
+        )
+        out: list[list[str]] = []
+        failed = empty = 0
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                failed += 1
+                out.append([])
+                continue
+            questions = self.parse(answer)
+            empty += not questions
+            out.append(questions)
+        self.stats = {
+            "batches": len(prompts),
+            "failed_calls": failed,
+            "unusable_answers": empty,
+            "queries": sum(len(q) for q in out),
+        }
+        if failed or empty:
+            logger.warning(
+                "synthetic queries: %d of %d batch(es) failed and %d gave no usable question",
+                failed,
+                len(prompts),
+                empty,
+            )
+        return out

@@ -1,0 +1,165 @@
+"""ChunkQueryLinkIndex and LinkPredictionRetriever end to end on a tiny corpus."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import Document
+
+from llama_index_graphrag_ext.core.embeddings import knn_graph
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex, LinkPredictionRetriever
+from llama_index_graphrag_ext.testing import ScriptedLLM
+
+TEXTS = {
+    "crux": "Crux is an American comic book. Crux was published by CrossGen Entertainment.",
+    "crossgen": "CrossGen Entertainment was a comic book publisher. CrossGen operated from "
+    "1998 to 2004 in Florida.",
+    "paris": "Paris is the capital of France. Paris lies on the river Seine.",
+    "seine": "The Seine is a river in northern France. The Seine flows into the English Channel.",
+    "curie": "Marie Curie was a physicist born in Warsaw. Marie Curie won two Nobel Prizes.",
+    "warsaw": "Warsaw is the capital of Poland. Warsaw lies on the river Vistula.",
+    "tea": "Green tea is made from unoxidised leaves. Tea is popular in Japan and China.",
+    "japan": "Japan is an island country in East Asia. Tokyo is the capital of Japan.",
+}
+DOCS = [Document(id_=k, text=v) for k, v in TEXTS.items()]
+SMALL = {"hidden": 32, "epochs": 30, "lr": 0.01, "threads": 1, "k": 3, "query_neighbors": 3}
+
+
+@pytest.fixture
+def index(bow_embed):
+    return ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        **SMALL,
+    )  # fmt: skip
+
+
+def test_build_links_every_query_to_its_batch(index):
+    assert len(index) == 8 and index.num_queries >= 8
+    assert index.build_stats["pseudo_queries"] == index.num_queries
+    ids = index.chunk_ids()
+    rows, cols, _ = index._edges
+    edges = {(ids[a], ids[b]) for a, b in zip(rows, cols, strict=True)}
+    edges |= {(b, a) for a, b in edges}
+    for q in index.queries():
+        target, *others = q["chunks"]
+        assert all((target, o) in edges for o in others)  # a batch = target + neighbours
+        assert q["origin"] == "pseudo"
+    assert index.graph.num_nodes("query") == index.num_queries
+    assert index.graph.num_edges("asks") == sum(len(q["chunks"]) for q in index.queries())
+    assert index.train_report is not None and index.train_report.predictor == "ncn"
+
+
+def test_mutual_knn_graph_matches_brute_force(index):
+    ids = index.chunk_ids()
+    z = index._chunks.get(ids)
+    sims = z @ z.T
+    np.fill_diagonal(sims, -np.inf)
+    top = [set(np.argsort(-sims[i], kind="stable")[:3].tolist()) for i in range(len(ids))]
+    brute = {(i, j) for i in range(len(ids)) for j in top[i] if i < j and i in top[j]}
+    rows, cols, weights = index._edges
+    assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == brute
+    np.testing.assert_allclose(weights, sims[rows, cols], rtol=1e-5)
+
+
+def test_retrieval_ranks_by_link_probability_with_evidence(index):
+    results = index.as_retriever(similarity_top_k=3).retrieve("Who published the comic book Crux?")
+    assert len(results) == 3
+    assert {r.node.ref_doc_id for r in results} & {"crux", "crossgen"}
+    scores = [r.score for r in results]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    evidence = results[0].node.metadata["evidence"]
+    assert evidence["method"] == "lp-rag" and evidence["predictor"] == "ncn"
+    assert evidence["link_probability"] == pytest.approx(results[0].score, abs=1e-6)
+    only_confident = index.as_retriever(similarity_top_k=None, threshold=0.5).retrieve("Crux")
+    assert all(r.score >= 0.5 for r in only_confident)
+    with pytest.raises(ValueError):
+        LinkPredictionRetriever(index, similarity_top_k=None, threshold=None)
+
+
+async def test_async_and_threads_agree(index):
+    retriever = index.as_retriever(similarity_top_k=4)
+    question = "capital of Poland"
+    expected = [(r.node.node_id, r.score) for r in retriever.retrieve(question)]
+    got = [(r.node.node_id, r.score) for r in await retriever.aretrieve(question)]
+    assert got == expected
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda _: retriever.retrieve(question), range(8)))
+    assert all([(r.node.node_id, r.score) for r in run] == expected for run in runs)
+
+
+def test_persist_and_reload_give_identical_scores(index, bow_embed, tmp_path):
+    index.persist(tmp_path / "lp")
+    assert (tmp_path / "lp" / "link_predictor.pt").is_file()
+    loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
+    assert loaded.predictor == "ncn" and loaded.num_queries == index.num_queries
+    for q in ("river in France", "Nobel Prize physicist", "tea leaves"):
+        a = index.as_retriever().scores(q)
+        b = loaded.as_retriever().scores(q)
+        assert a.keys() == b.keys()
+        np.testing.assert_array_equal(np.array(list(a.values())), np.array(list(b.values())))
+    assert loaded.train_report.val_auc == index.train_report.val_auc
+
+
+def test_insert_finetunes_and_delete_drops_links(index):
+    before = {k: v.clone() for k, v in index._model.state_dict().items()}
+    queries = index.num_queries
+    index.insert(Document(id_="lyon", text="Lyon is a city in France. Lyon lies on the Rhone."))
+    assert len(index) == 9 and index.num_queries > queries
+    assert any(not (v == index._model.state_dict()[k]).all() for k, v in before.items())
+    top = index.as_retriever(similarity_top_k=9).retrieve("Lyon city on the Rhone")
+    assert "lyon" in [r.node.ref_doc_id for r in top]
+    index.delete_ref_doc("lyon")
+    assert len(index) == 8
+    assert all("lyon" not in c for q in index.queries() for c in q["chunks"])
+    assert "lyon" not in [
+        r.node.ref_doc_id for r in index.as_retriever(similarity_top_k=8).retrieve("Lyon")
+    ]
+
+
+def test_llm_synthetic_queries_are_linked_to_the_whole_batch(bow_embed):
+    def answer(prompt: str) -> str:
+        first = re.search(r"\[Passage 1\] (\w+ \w+)", prompt).group(1)
+        return f"[What do we know about {first}?]\n[Where is {first} from?]\n[extra one ignored?]"
+
+    llm = ScriptedLLM(answer)
+    index = ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=bow_embed, llm=llm, transformations=[PassageParser()],
+        query_source="llm", max_llm_batches=5, **SMALL,
+    )  # fmt: skip
+    origins = [q["origin"] for q in index.queries()]
+    assert llm.call_count == 5 and origins.count("llm") == 10
+    assert index.build_stats["llm_batches"] == 5 and index.build_stats["pseudo_queries"] > 0
+    for q in index.queries():
+        if q["origin"] == "llm":
+            assert q["text"].startswith(("What do we know", "Where is"))
+
+
+def test_retriever_inside_a_query_engine(index):
+    llm = ScriptedLLM(lambda prompt: "CrossGen" if "Crux" in prompt else "I don't know.")
+    engine = RetrieverQueryEngine.from_args(index.as_retriever(similarity_top_k=2), llm=llm)
+    response = engine.query("Who published Crux?")
+    assert str(response) == "CrossGen" and len(response.source_nodes) == 2
+    engine2 = index.as_query_engine(llm=llm, similarity_top_k=2)
+    assert str(engine2.query("Who published Crux?")) == "CrossGen"
+    assert "most relevant first" in llm.calls[-1]
+
+
+def test_bad_settings_and_empty_index(bow_embed):
+    with pytest.raises(ValueError):
+        ChunkQueryLinkIndex(embed_model=bow_embed, predictor="seal")
+    with pytest.raises(ValueError):
+        ChunkQueryLinkIndex(embed_model=bow_embed, update_policy="sometimes")
+    empty = ChunkQueryLinkIndex(nodes=[], embed_model=bow_embed)
+    assert empty.as_retriever().retrieve("anything") == []
+
+
+def test_query_neighbours_are_the_nearest_chunks(index):
+    graph = index._link_graph()
+    nb, _ = knn_graph(graph.z_queries, index.query_neighbors, others=graph.z_chunks)
+    assert (graph.query_neighbors == nb).all()
+    assert len(graph.pos_query) == sum(len(q["chunks"]) for q in index.queries())
