@@ -179,7 +179,7 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
         from ..core.embed_cache import CachedEmbedding
 
         logger.warning("embedding cache %s: index_seconds exclude cached embeddings", embed_cache)
-        embed_model = CachedEmbedding(base_embed, embed_cache)
+        embed_model = CachedEmbedding(base_embed, embed_cache, cache_queries=False)
     llm_cache: dict[str, LLM | None] = {}
 
     def llm_factory() -> LLM | None:

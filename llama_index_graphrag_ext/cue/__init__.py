@@ -1,0 +1,42 @@
+"""CUE-RAG: multi-partite graph (chunks, knowledge units, entities) and Q-Iter retrieval.
+
+Su et al., *CUE-RAG: Towards Accurate and Cost-Efficient Graph-Based RAG via
+Multi-Partite Graph and Query-Driven Iterative Retrieval*. See
+``docs/methods/cue.md`` for the tutorial.
+"""
+
+from __future__ import annotations
+
+from .extractor import ExtractionResult, KnowledgeUnit, KnowledgeUnitExtractor, UnitEntity
+from .index import MultiPartiteIndex
+from .prompts import CUE_ANSWER_PROMPT, QUERY_ENTITY_PROMPT, UNIT_EXTRACTION_PROMPT
+from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
+from .retriever import QIterRetriever
+from .scoring import EmbeddingScorer, QIterScorer, RerankerScorer
+from .selection import KnapsackResult, bleu_values, cosine_values, knapsack, token_budget
+from .view import CueGraphView
+
+__all__ = [
+    "CUE_ANSWER_PROMPT",
+    "QUERY_ENTITY_PROMPT",
+    "UNIT_EXTRACTION_PROMPT",
+    "Anchoring",
+    "CueGraphView",
+    "EmbeddingScorer",
+    "ExtractionResult",
+    "KnapsackResult",
+    "KnowledgeUnit",
+    "KnowledgeUnitExtractor",
+    "MultiPartiteIndex",
+    "PathCandidate",
+    "QIterRetriever",
+    "QIterScorer",
+    "RerankerScorer",
+    "UnitEntity",
+    "anchor_entities",
+    "beam_search",
+    "bleu_values",
+    "cosine_values",
+    "knapsack",
+    "token_budget",
+]

@@ -1,0 +1,96 @@
+"""Benchmark registrations for CUE-RAG.
+
+Names (``graphrag-ext bench --methods ...``):
+
+* ``cue-0.0``: LLM-free (alpha = 0: sentence units, spaCy NER, spaCy query entities).
+* ``cue-<alpha>``, e.g. ``cue-0.5``, ``cue-1.0``: the configured LLM writes the
+  units of the knapsack-chosen chunks (``--llm``); with the embedded SmolLM2 the
+  extraction falls back to sentences and the run says so in its info.
+* Ablations (Table 4) append ``-no-sa``, ``-no-ka`` and/or ``-no-qu``:
+  ``cue-0.0-no-sa``, ``cue-0.0-no-qu-no-ka``, ...
+
+Options (``--set key=value``): ``K``, ``D``, ``M`` (Q-Iter), ``top_n`` (default:
+the runner's top-k), ``path_weight``, ``fill`` (``dense``/``none``), ``selection``
+(``bleu``/``cos``/``random``), ``title_entity`` (true/false), ``query_entities``
+(``spacy``/``llm``; default ``llm`` when alpha > 0 and a non-embedded LLM is set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llama_index.core.schema import Document
+
+from ..core.defaults import describe_llm
+from ..core.nodes import PassageParser
+from ..eval.registry import BenchContext, BenchSystem, register_method
+from .extractor import _is_embedded_llm
+from .index import MultiPartiteIndex
+
+_ABLATIONS = r"(?P<ablations>(?:-no-(?:sa|ka|qu))*)"
+
+
+def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> BenchSystem:
+    ablations = set(ctx.options.get("ablations", "").split("-no-")) - {""}
+    llm = ctx.llm() if alpha > 0 else None
+    cache = str(ctx.cache_dir / "cue-units.sqlite") if ctx.cache_dir and alpha > 0 else None
+    index = MultiPartiteIndex.from_documents(
+        documents,
+        transformations=[PassageParser()],
+        embed_model=ctx.embed_model,
+        llm=llm,
+        show_progress=ctx.show_progress,
+        alpha=alpha,
+        selection=ctx.option("selection", "bleu"),
+        title_entity=ctx.option("title_entity", True),
+        cache_path=cache,
+    )
+    strong_llm = llm is not None and not _is_embedded_llm(llm)
+    retriever = index.as_retriever(
+        top_k=ctx.option("K", 3),
+        depth=ctx.option("D", 3),
+        beam=ctx.option("M", 5),
+        top_n=ctx.option("top_n", ctx.top_k),
+        use_sa="sa" not in ablations,
+        use_ka="ka" not in ablations,
+        use_qu="qu" not in ablations,
+        path_weight=ctx.option("path_weight", 0.0),
+        fill=ctx.option("fill", "dense"),
+        query_entities=ctx.option("query_entities", "llm" if strong_llm else "spacy"),
+        llm=llm,
+    )
+    stats = index.stats()
+    info = {
+        "alpha": alpha,
+        "ablations": sorted(ablations),
+        "llm": describe_llm(llm),
+        "units": stats["units"],
+        "entities": stats["entities"],
+        "chunks_llm": stats["extraction"].get("chunks_llm", 0),
+        "chunks_fallback": stats["extraction"].get("chunks_fallback", 0),
+        "llm_index_tokens": stats["extraction"].get("llm_total_tokens", 0),
+        "scorer": retriever.scorer.name,
+        "query_entities": retriever.query_entities,
+    }
+    return BenchSystem(retriever=retriever, info=info)
+
+
+@register_method(
+    r"cue-0\.0" + _ABLATIONS,
+    "llm-free",
+    "CUE-RAG alpha=0: sentence units, spaCy entities, Q-Iter (suffix -no-sa/-no-ka/-no-qu)",
+)
+def build_cue_free(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    return _build(documents, ctx, 0.0)
+
+
+@register_method(
+    r"cue-(?P<alpha>[0-9.]+)" + _ABLATIONS,
+    "llm",
+    "CUE-RAG with LLM units for the alpha token share (BLEU knapsack), Q-Iter",
+)
+def build_cue(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    alpha = float(ctx.options.get("alpha", "1.0"))
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"cue-<alpha>: alpha must be in [0, 1], got {alpha}")
+    return _build(documents, ctx, alpha)

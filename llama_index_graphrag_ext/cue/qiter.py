@@ -1,0 +1,175 @@
+"""Q-Iter's search, as pure functions over a :class:`.CueGraphView` (CUE-RAG §3.3).
+
+* :func:`anchor_entities` is Algorithm 4: Spreading Activation (each query
+  entity's top-K entity nodes) plus Knowledge Anchoring (the entities of the
+  top-K units nearest the query).
+* :func:`beam_search` is Algorithm 3, lines 5-18: from each anchor entity,
+  the top-K linked units not yet on the path, ranked against the path's own
+  query vector; the vector drops each unit it takes (query updating,
+  ``phi' = phi - phi(k)``); every candidate path is scored by R(q, sorted units)
+  and the best M of the depth survive; their units' entities anchor the next depth.
+
+Everything is adjacency look-ups and small matrix slices: no loop over the corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.embeddings import top_k_of_scores
+from .scoring import QIterScorer
+from .view import CueGraphView
+
+
+@dataclass(frozen=True)
+class PathCandidate:
+    """A (partial) path of the beam search.
+
+    Attributes:
+        units: Unit rows on the path, sorted (the set S of Alg. 3).
+        unit: The unit added last.
+        via: The anchor entity row the last unit was reached from.
+        depth: The depth at which the path was formed (1-based).
+        vector: The path's updated query vector.
+        score: R(q, sorted units).
+        parent: The path it extends (None at depth 1).
+    """
+
+    units: tuple[int, ...]
+    unit: int
+    via: int
+    depth: int
+    vector: np.ndarray = field(repr=False, compare=False)
+    score: float = 0.0
+    parent: PathCandidate | None = field(default=None, repr=False, compare=False)
+
+    def trail(self) -> list[tuple[int, int]]:
+        """``(entity row, unit row)`` hops from the first to the last, in order."""
+        hops, node = [], self
+        while node is not None:
+            hops.append((node.via, node.unit))
+            node = node.parent
+        return hops[::-1]
+
+
+@dataclass
+class Anchoring:
+    """Seed entities of Alg. 4 and where each came from.
+
+    Attributes:
+        seeds: Entity rows, in order of first discovery.
+        spreading: Per query entity, the entity rows it activated (SA).
+        knowledge_units: The top-K unit rows nearest the query (KA).
+    """
+
+    seeds: list[int] = field(default_factory=list)
+    spreading: dict[str, list[int]] = field(default_factory=dict)
+    knowledge_units: list[int] = field(default_factory=list)
+
+
+def anchor_entities(
+    view: CueGraphView,
+    query_vec: np.ndarray,
+    query_entities: dict[str, np.ndarray],
+    top_k: int,
+    *,
+    use_sa: bool = True,
+    use_ka: bool = True,
+) -> Anchoring:
+    """Entity-Anchoring (Algorithm 4).
+
+    Args:
+        view: The graph snapshot.
+        query_vec: The unit query embedding.
+        query_entities: Query entity text -> its unit embedding.
+        top_k: K: entity matches per query entity and anchor units.
+        use_sa: Spreading Activation (lines 3-7).
+        use_ka: Knowledge Anchoring (lines 8-10).
+    """
+    out = Anchoring()
+    seen: dict[int, None] = {}
+    if use_sa and query_entities and len(view.entity_ids):
+        names = list(query_entities)
+        sims = np.stack([query_entities[n] for n in names]) @ view.entity_matrix.T
+        for name, row in zip(names, sims, strict=True):
+            idx, _ = top_k_of_scores(row, top_k)
+            out.spreading[name] = [int(j) for j in idx]
+            seen.update(dict.fromkeys(out.spreading[name]))
+    if use_ka and len(view.unit_ids):
+        idx, _ = top_k_of_scores(view.unit_matrix @ query_vec, top_k)
+        out.knowledge_units = [int(i) for i in idx]
+        for u in out.knowledge_units:
+            seen.update(dict.fromkeys(int(e) for e in view.unit_entities[u]))
+    out.seeds = list(seen)
+    return out
+
+
+def beam_search(
+    view: CueGraphView,
+    query: str,
+    query_vec: np.ndarray,
+    seeds: Sequence[int],
+    scorer: QIterScorer,
+    *,
+    top_k: int = 3,
+    depth: int = 3,
+    beam: int = 5,
+    use_qu: bool = True,
+) -> list[list[PathCandidate]]:
+    """The iterative retrieval of Algorithm 3 (lines 5-18).
+
+    Args:
+        view: The graph snapshot.
+        query: The query text (the re-ranker's input).
+        query_vec: Its unit embedding, the initial vector of every state.
+        seeds: Anchor entity rows (``V_q^(0)``).
+        scorer: R(q, .).
+        top_k: K: units expanded per state.
+        depth: D: search depth.
+        beam: M: paths kept per depth (across all states).
+        use_qu: Query updating; without it every state keeps ``phi(q)``.
+
+    Returns:
+        The paths kept at each depth (``C*`` split by depth), best first.
+    """
+    units = view.unit_matrix
+    states: list[tuple[int, np.ndarray, tuple[int, ...], PathCandidate | None]] = [
+        (int(v), query_vec, (), None) for v in dict.fromkeys(seeds)
+    ]
+    kept_by_depth: list[list[PathCandidate]] = []
+    for d in range(1, depth + 1):
+        candidates: dict[tuple[int, ...], PathCandidate] = {}
+        for v, phi, path, parent in states:
+            linked = view.entity_units[v]
+            if path:
+                linked = linked[~np.isin(linked, path)]
+            if linked.size == 0:
+                continue
+            idx, _ = top_k_of_scores(units[linked] @ phi, top_k)  # line 9
+            for k in linked[idx].tolist():
+                key = tuple(sorted((*path, k)))  # line 12
+                if key in candidates:  # the same unit set reached twice: keep the first
+                    continue
+                vector = phi - units[k] if use_qu else phi  # line 11
+                candidates[key] = PathCandidate(key, k, v, d, vector, 0.0, parent)
+        if not candidates:
+            break
+        cands = list(candidates.values())
+        scores = np.asarray(scorer.score_paths(query, query_vec, view, [c.units for c in cands]))
+        order, _ = top_k_of_scores(scores.astype(np.float64), beam)  # line 16
+        kept = [
+            PathCandidate(c.units, c.unit, c.via, c.depth, c.vector, float(scores[i]), c.parent)
+            for i in order.tolist()
+            for c in (cands[i],)
+        ]
+        kept_by_depth.append(kept)
+        # line 18: every entity of the new unit anchors the next depth
+        next_states: dict[tuple[int, tuple[int, ...]], tuple] = {}
+        for c in kept:
+            for e in view.unit_entities[c.unit].tolist():
+                next_states.setdefault((e, c.units), (e, c.vector, c.units, c))
+        states = list(next_states.values())
+    return kept_by_depth

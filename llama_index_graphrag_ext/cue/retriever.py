@@ -1,0 +1,324 @@
+"""QIterRetriever: CUE-RAG's query-driven iterative retrieval (§3.3, Algorithms 3 and 4)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.llms import LLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from spacy.lang.en.stop_words import STOP_WORDS
+
+from ..core.defaults import resolve_llm
+from ..core.embeddings import aembed_query, aembed_texts, embed_query, embed_texts, top_k_of_scores
+from ..core.llm import LLMOutputError, StructuredLLM, run_sync
+from ..core.nlp import extract_entities, load_spacy, normalize_entity
+from ..core.nodes import with_evidence
+from .extractor import _is_embedded_llm
+from .prompts import QUERY_ENTITY_PROMPT
+from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
+from .scoring import QIterScorer, as_scorer
+from .view import CueGraphView
+
+if TYPE_CHECKING:
+    from .index import MultiPartiteIndex
+
+logger = logging.getLogger(__name__)
+
+_WORD_RE = re.compile(r"[^\W_]+(?:['\u2019.\-][^\W_]+)*\.?")
+_MAX_GAZETTEER_WORDS = 8
+
+
+def _validate_entities(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        keys = [k for k in value if "entit" in str(k).lower()] or list(value)[:1]
+        value = value[keys[0]] if keys else []
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of entities, got {type(value).__name__}")
+    return [" ".join(str(v).split()) for v in value if str(v).strip()]
+
+
+class QIterRetriever(BaseRetriever):
+    """Entity anchoring, beam search with query updating, final chunk re-ranking.
+
+    Args:
+        index: The :class:`.MultiPartiteIndex`.
+        top_k: K: entity matches per query entity, anchor units, and units
+            expanded per state (paper: 3).
+        depth: D: search depth (paper: 3).
+        beam: M: paths kept per depth (paper: 5).
+        top_n: N: chunks returned (paper: 5).
+        use_sa: Spreading Activation (query entities -> entity nodes).
+        use_ka: Knowledge Anchoring (query -> top-K units -> their entities).
+        use_qu: Query updating (``phi' = phi - phi(k)``).
+        query_entities: ``"spacy"`` (spaCy NER plus exact matches of query
+            n-grams against the entity vocabulary; LLM-free) or ``"llm"`` (the
+            paper's choice; falls back to spaCy on failure or with the embedded LLM).
+        reranker: R(q, .): any LlamaIndex reranking postprocessor or a
+            :class:`.QIterScorer`; ``None`` uses embedding cosine (see :mod:`.scoring`).
+        path_weight: Adds ``path_weight x`` the best kept path score citing a
+            chunk to its final score. 0 is the paper (chunks ranked by R(q, t)
+            alone); a positive weight lets the path evidence count too.
+        fill: ``"dense"`` tops the result up to ``top_n`` with the chunks nearest
+            the query when the paths cite fewer (marked in the evidence); ``"none"``
+            returns only path chunks.
+        llm: LLM for ``query_entities="llm"``; falls back to the index's, then ``Settings``.
+        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+    """
+
+    def __init__(
+        self,
+        index: MultiPartiteIndex,
+        *,
+        top_k: int = 3,
+        depth: int = 3,
+        beam: int = 5,
+        top_n: int = 5,
+        use_sa: bool = True,
+        use_ka: bool = True,
+        use_qu: bool = True,
+        query_entities: Literal["spacy", "llm"] = "spacy",
+        reranker: BaseNodePostprocessor | QIterScorer | None = None,
+        path_weight: float = 0.0,
+        fill: Literal["dense", "none"] = "dense",
+        llm: LLM | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        for name, value in (("top_k", top_k), ("depth", depth), ("beam", beam), ("top_n", top_n)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if query_entities not in ("spacy", "llm"):
+            raise ValueError(f"query_entities must be 'spacy' or 'llm', got {query_entities!r}")
+        if fill not in ("dense", "none"):
+            raise ValueError(f"fill must be 'dense' or 'none', got {fill!r}")
+        if path_weight < 0:
+            raise ValueError("path_weight must be >= 0")
+        self._index = index
+        self.top_k, self.depth, self.beam, self.top_n = top_k, depth, beam, top_n
+        self.use_sa, self.use_ka, self.use_qu = use_sa, use_ka, use_qu
+        self.query_entities = query_entities
+        self.scorer = as_scorer(reranker)
+        self.path_weight = float(path_weight)
+        self.fill = fill
+        self._llm = llm
+        self._structured: StructuredLLM | None = None
+        self._entity_prompt: BasePromptTemplate = QUERY_ENTITY_PROMPT
+        self._labels = index.extractor.entity_labels
+        self._spacy_model = index.extractor.spacy_model
+        self.fallbacks = {"query_entities_llm": 0}
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    # ---------------------------------------------------------------- prompts
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"query_entities": self._entity_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "query_entities" in prompts:
+            self._entity_prompt = prompts["query_entities"]
+
+    # ------------------------------------------------------- query entities
+
+    def _spacy_entities(self, query: str, view: CueGraphView) -> list[str]:
+        """spaCy NER on the query plus maximal query n-grams that name a known entity."""
+        nlp = load_spacy(self._spacy_model)
+        labels = None if self._labels is None else set(self._labels)
+        found = [e.text.strip() for e in extract_entities(query, nlp, labels=labels)]
+        words = [m.group().rstrip(".") for m in _WORD_RE.finditer(query)]
+        spans: list[tuple[int, int, str]] = []
+        longest = min(_MAX_GAZETTEER_WORDS, view.max_entity_words)
+        for i in range(len(words)):
+            for j in range(min(len(words), i + longest), i, -1):
+                gram = words[i:j]
+                if all(w.casefold() in STOP_WORDS for w in gram):
+                    continue
+                text = " ".join(gram)
+                if normalize_entity(text) in view.entity_row:
+                    spans.append((i, j, text))
+                    break
+        for i, j, text in spans:  # keep only maximal matches
+            if not any(a <= i and j <= b and (a, b) != (i, j) for a, b, _ in spans):
+                found.append(text)
+        return list(dict.fromkeys(t for t in found if normalize_entity(t)))
+
+    def _entity_llm(self) -> StructuredLLM | None:
+        if self._structured is None:
+            llm = self._llm or self._index._llm or resolve_llm(None)
+            if llm is None or _is_embedded_llm(llm):
+                logger.warning(
+                    "query_entities='llm' needs an LLM that writes JSON (got %s); using spaCy",
+                    type(llm).__name__ if llm is not None else "none",
+                )
+                return None
+            self._structured = StructuredLLM(llm, max_concurrency=1)
+        return self._structured
+
+    async def _aquery_entity_names(self, query: str, view: CueGraphView) -> list[str]:
+        if self.query_entities == "llm":
+            structured = self._entity_llm()
+            if structured is not None:
+                try:
+                    names = await structured.ajson(
+                        self._entity_prompt.format(query=query),
+                        validate=_validate_entities,
+                        repair_attempts=1,
+                    )
+                    return list(dict.fromkeys(n for n in names if normalize_entity(n)))
+                except (LLMOutputError, Exception) as exc:  # noqa: BLE001 - counted fallback
+                    self.fallbacks["query_entities_llm"] += 1
+                    logger.warning("query entity extraction by LLM failed (%s); using spaCy", exc)
+        return self._spacy_entities(query, view)
+
+    def _entity_vectors(
+        self, names: list[str], view: CueGraphView, embedded: np.ndarray | None
+    ) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        missing = []
+        for name in names:
+            row = view.entity_row.get(normalize_entity(name))
+            if row is not None:
+                out[name] = view.entity_matrix[row]
+            else:
+                missing.append(name)
+        if missing and embedded is not None:
+            out.update(zip(missing, embedded, strict=True))
+        return out
+
+    def _missing(self, names: list[str], view: CueGraphView) -> list[str]:
+        return [n for n in names if normalize_entity(n) not in view.entity_row]
+
+    # ---------------------------------------------------------------- search
+
+    def _search(
+        self,
+        query: str,
+        query_vec: np.ndarray,
+        entity_vecs: dict[str, np.ndarray],
+        view: CueGraphView,
+    ) -> list[NodeWithScore]:
+        anchoring = anchor_entities(
+            view, query_vec, entity_vecs, self.top_k, use_sa=self.use_sa, use_ka=self.use_ka
+        )
+        kept = beam_search(
+            view,
+            query,
+            query_vec,
+            anchoring.seeds,
+            self.scorer,
+            top_k=self.top_k,
+            depth=self.depth,
+            beam=self.beam,
+            use_qu=self.use_qu,
+        )
+        return self._rank_chunks(query, query_vec, view, anchoring, kept)
+
+    def _rank_chunks(
+        self,
+        query: str,
+        query_vec: np.ndarray,
+        view: CueGraphView,
+        anchoring: Anchoring,
+        kept: list[list[PathCandidate]],
+    ) -> list[NodeWithScore]:
+        # Alg. 3 lines 20-23: chunks of every unit on every kept path, re-ranked.
+        paths_of: dict[str, list[PathCandidate]] = {}
+        for level in kept:
+            for path in level:
+                for u in path.units:
+                    for cid in view.unit_chunks[u]:
+                        bucket = paths_of.setdefault(cid, [])
+                        if path not in bucket:
+                            bucket.append(path)
+        cids = [c for c in paths_of if c in view.chunk_row]
+        chunks = {n.node_id: n for n in self._index.get_chunks(cids)} if cids else {}
+        rows = [view.chunk_row[c] for c in cids]
+        texts = [chunks[c].get_content() for c in cids]
+        scores = np.asarray(self.scorer.score_chunks(query, query_vec, view, rows, texts), float)
+        if self.path_weight:
+            best = np.array([max(p.score for p in paths_of[c]) for c in cids], dtype=float)
+            scores = scores + self.path_weight * best
+        order, _ = top_k_of_scores(scores, self.top_n)
+        entity_names = view.entity_names
+        results: list[NodeWithScore] = []
+        seeds = [entity_names[e] for e in anchoring.seeds]
+        for i in order.tolist():
+            cid = cids[i]
+            evidence = {
+                "method": "cue-qiter",
+                "rank": len(results) + 1,
+                "source": "paths",
+                "final_score": float(scores[i]),
+                "paths": [
+                    {
+                        "depth": p.depth,
+                        "score": round(p.score, 6),
+                        "units": [view.unit_texts[u] for u in p.units],
+                        "hops": [
+                            {"entity": entity_names[e], "unit": view.unit_texts[u]}
+                            for e, u in p.trail()
+                        ],
+                    }
+                    for p in sorted(paths_of[cid], key=lambda p: -p.score)[:3]
+                ],
+                "query_entities": list(anchoring.spreading),
+                "seed_entities": seeds[:20],
+            }
+            results.append(with_evidence(chunks[cid], float(scores[i]), evidence))
+        if self.fill == "dense" and len(results) < self.top_n and len(view.chunk_ids):
+            have = {r.node.node_id for r in results}
+            sims = view.chunk_matrix @ query_vec
+            idx, vals = top_k_of_scores(sims, self.top_n + len(have))
+            extra = [
+                (view.chunk_ids[j], float(s))
+                for j, s in zip(idx.tolist(), vals.tolist(), strict=True)
+                if view.chunk_ids[j] not in have
+            ]
+            extra = extra[: self.top_n - len(results)]
+            nodes = {n.node_id: n for n in self._index.get_chunks([c for c, _ in extra])}
+            for cid, s in extra:
+                evidence = {
+                    "method": "cue-qiter",
+                    "rank": len(results) + 1,
+                    "source": "dense-fill",
+                    "cosine": s,
+                }
+                results.append(with_evidence(nodes[cid], s, evidence))
+        return results
+
+    # -------------------------------------------------------------- entrances
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        view = self._index.view()
+        query = query_bundle.query_str
+        if not view.unit_ids or not query.strip():
+            return []
+        query_vec = embed_query(self._index.embed_model, query)
+        entity_vecs: dict[str, np.ndarray] = {}
+        if self.use_sa:
+            names = run_sync(lambda: self._aquery_entity_names(query, view))
+            missing = self._missing(names, view)
+            embedded = embed_texts(self._index.embed_model, missing) if missing else None
+            entity_vecs = self._entity_vectors(names, view, embedded)
+        return self._search(query, query_vec, entity_vecs, view)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        view = self._index.view()
+        query = query_bundle.query_str
+        if not view.unit_ids or not query.strip():
+            return []
+        query_vec = await aembed_query(self._index.embed_model, query)
+        entity_vecs: dict[str, np.ndarray] = {}
+        if self.use_sa:
+            names = await self._aquery_entity_names(query, view)
+            missing = self._missing(names, view)
+            embedded = await aembed_texts(self._index.embed_model, missing) if missing else None
+            entity_vecs = self._entity_vectors(names, view, embedded)
+        return self._search(query, query_vec, entity_vecs, view)

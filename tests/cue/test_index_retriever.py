@@ -1,0 +1,219 @@
+"""MultiPartiteIndex and QIterRetriever end to end on a tiny corpus."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import Document, NodeWithScore
+
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.cue import MultiPartiteIndex, QIterRetriever
+from llama_index_graphrag_ext.cue.index import CHUNK, ENTITY, UNIT, entity_id
+from llama_index_graphrag_ext.testing import ScriptedLLM
+
+DOCS = [
+    Document(
+        id_="green",
+        text="Green\nGreen is an album by Steve Hillage. It was released in 1978.",
+        metadata={"title": "Green"},
+    ),
+    Document(
+        id_="hillage",
+        text="Steve Hillage\nSteve Hillage is an English guitarist. He was born in Chingford.",
+        metadata={"title": "Steve Hillage"},
+    ),
+    Document(
+        id_="chingford",
+        text="Chingford\nChingford is a town in London. It lies near Epping Forest.",
+        metadata={"title": "Chingford"},
+    ),
+    Document(
+        id_="paris",
+        text="Paris\nParis is the capital of France. The Seine flows through Paris.",
+        metadata={"title": "Paris"},
+    ),
+]
+QUESTION = "Where was the guitarist of Green born?"
+
+
+@pytest.fixture
+def index(bow_embed):
+    return MultiPartiteIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()]
+    )
+
+
+def ranked(index, query=QUESTION, **kw):
+    return [r.node.ref_doc_id for r in index.as_retriever(**kw).retrieve(query)]
+
+
+def test_three_layers_and_two_edge_kinds(index):
+    stats = index.stats()
+    assert stats["chunks"] == 4 and stats["units"] >= 8 and stats["entities"] >= 6
+    g = index.graph
+    assert set(g.node_kinds()) == {CHUNK, UNIT, ENTITY}
+    assert set(g.edge_kind_names()) == {"has_unit", "mentions"}
+    assert g.has_node(entity_id("steve hillage"))
+
+
+def test_retrieval_follows_the_entity_chain_and_explains_itself(index):
+    results = index.as_retriever(top_n=4, fill="none").retrieve(QUESTION)
+    by_id = {r.node.ref_doc_id: r.node.metadata["evidence"] for r in results}
+    assert {"green", "hillage", "chingford"} <= set(by_id)
+    # Chingford's chunk shares no word with the question: only the path reaches it,
+    # Green -> "Green is an album by Steve Hillage." -> Steve Hillage -> "He was born ..."
+    paths = by_id["chingford"]["paths"]
+    assert any("He was born in Chingford." in p["units"] for p in paths)
+    assert any(h["entity"] == "Steve Hillage" for p in paths for h in p["hops"])
+    # with path evidence in the final score the chain outranks the distractor
+    weighted = ranked(index, top_n=3, path_weight=1.0)
+    assert set(weighted) == {"green", "hillage", "chingford"}
+    ev = results[0].node.metadata["evidence"]
+    assert ev["method"] == "cue-qiter" and ev["source"] == "paths"
+    assert ev["paths"] and {"depth", "score", "units", "hops"} <= set(ev["paths"][0])
+    assert "Green" in ev["query_entities"]
+    assert "evidence" in results[0].node.excluded_llm_metadata_keys
+
+
+def test_fill_tops_up_with_dense_and_none_does_not(index):
+    few = index.as_retriever(top_n=4, depth=1, beam=1, top_k=1, use_ka=False)
+    results = few.retrieve("Paris capital")
+    assert len(results) == 4
+    assert {r.node.metadata["evidence"]["source"] for r in results} == {"paths", "dense-fill"}
+    only = index.as_retriever(top_n=4, depth=1, beam=1, top_k=1, use_ka=False, fill="none")
+    assert all(r.node.metadata["evidence"]["source"] == "paths" for r in only.retrieve("Paris"))
+
+
+def test_ablation_switches_change_the_anchors(index):
+    full = index.as_retriever(top_n=4).retrieve(QUESTION)[0].node.metadata["evidence"]
+    no_sa = index.as_retriever(top_n=4, use_sa=False).retrieve(QUESTION)[0]
+    assert full["query_entities"] and not no_sa.node.metadata["evidence"]["query_entities"]
+    no_both = index.as_retriever(top_n=4, use_sa=False, use_ka=False, fill="none")
+    assert no_both.retrieve(QUESTION) == []  # nothing to anchor on
+
+
+def test_delete_keeps_shared_entities_and_drops_orphans(index):
+    g = index.graph
+    hillage, chingford = entity_id("steve hillage"), entity_id("chingford")
+    forest = entity_id("epping forest")
+    assert g.has_node(forest)
+    index.delete_ref_doc("chingford")
+    assert not g.has_node(forest)  # only the deleted chunk mentioned it
+    assert g.has_node(chingford)  # "He was born in Chingford." still mentions it
+    assert g.has_node(hillage)
+    assert "chingford" not in ranked(index, top_n=4)
+    index.delete_ref_doc("hillage")
+    assert not g.has_node(chingford) and g.has_node(hillage)  # Green's unit still names him
+    assert len(index.view().unit_ids) == g.num_nodes(UNIT) == len(index._units)
+
+
+def test_shared_units_survive_the_deletion_of_one_chunk(bow_embed):
+    docs = [
+        Document(id_="a", text="Oslo is in Norway. Alpha text here."),
+        Document(id_="b", text="Oslo is in Norway. Beta text there."),
+    ]
+    index = MultiPartiteIndex.from_documents(
+        docs, embed_model=bow_embed, transformations=[PassageParser()]
+    )
+    shared = [u for u in index.graph.nodes(UNIT) if len(index.graph.neighbors(u, "has_unit")) == 2]
+    assert len(shared) == 1
+    index.delete_ref_doc("a")
+    assert index.graph.has_node(shared[0]) and index.graph.has_node(entity_id("oslo"))
+
+
+def test_insert_is_incremental_and_idempotent(index):
+    before = index.stats()["units"]
+    doc = Document(id_="lyon", text="Lyon\nLyon is a city in France.", metadata={"title": "Lyon"})
+    index.insert(doc)
+    index.insert(doc)
+    assert index.stats()["chunks"] == 5 and index.stats()["units"] > before
+    assert ranked(index, "Lyon city", top_n=1) == ["lyon"]
+
+
+def test_persist_and_load_give_identical_retrieval(index, bow_embed, tmp_path):
+    index.persist(tmp_path / "cue")
+    loaded = MultiPartiteIndex.load(tmp_path / "cue", embed_model=bow_embed)
+    for q in (QUESTION, "capital of France", "English guitarist"):
+        a = index.as_retriever(top_n=4).retrieve(q)
+        b = loaded.as_retriever(top_n=4).retrieve(q)
+        assert [r.node.node_id for r in a] == [r.node.node_id for r in b]
+        assert [r.score for r in a] == pytest.approx([r.score for r in b])
+        assert json.dumps(a[0].node.metadata["evidence"]) == json.dumps(
+            b[0].node.metadata["evidence"]
+        )
+    assert loaded.stats() == index.stats()
+    assert loaded.extractor.settings() == index.extractor.settings()
+    loaded.delete_ref_doc("paris")  # stays writable
+    assert loaded.stats()["chunks"] == 3
+
+
+def test_retriever_inside_retriever_query_engine(index):
+    llm = ScriptedLLM(lambda prompt: "Chingford" if "Chingford" in prompt else "unknown")
+    engine = RetrieverQueryEngine.from_args(index.as_retriever(top_n=3), llm=llm)
+    response = engine.query(QUESTION)
+    assert str(response) == "Chingford"
+    assert {"green", "hillage"} <= {n.node.ref_doc_id for n in response.source_nodes}
+    qe = index.as_query_engine(llm=llm, top_n=3)
+    assert str(qe.query(QUESTION)) == "Chingford"
+    assert "as few words as possible" in llm.calls[-1]
+
+
+def test_async_and_threads_agree_with_sync(index):
+    retriever = index.as_retriever(top_n=3)
+    sync = [r.node.node_id for r in retriever.retrieve(QUESTION)]
+    async_ids = [r.node.node_id for r in asyncio.run(retriever.aretrieve(QUESTION))]
+    assert async_ids == sync
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(
+            pool.map(lambda _: [r.node.node_id for r in retriever.retrieve(QUESTION)], range(8))
+        )
+    assert all(o == sync for o in outs)
+
+
+def test_llm_query_entities_and_fallback(index):
+    llm = ScriptedLLM({"Question: Where": '{"entities": ["Steve Hillage"]}'}, default="garbage")
+    r = index.as_retriever(top_n=3, query_entities="llm", llm=llm)
+    ev = r.retrieve(QUESTION)[0].node.metadata["evidence"]
+    assert ev["query_entities"] == ["Steve Hillage"]
+    bad = index.as_retriever(top_n=3, query_entities="llm", llm=ScriptedLLM("not json"))
+    ev = bad.retrieve(QUESTION)[0].node.metadata["evidence"]
+    assert "Green" in ev["query_entities"] and bad.fallbacks["query_entities_llm"] == 1
+
+
+def test_reranker_postprocessor_is_used_for_paths_and_chunks(index):
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+
+    calls = []
+
+    class LengthReranker(BaseNodePostprocessor):
+        top_n: int = 2
+
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            calls.append(len(nodes))
+            scored = [NodeWithScore(node=n.node, score=-len(n.node.get_content())) for n in nodes]
+            return sorted(scored, key=lambda n: -n.score)[: self.top_n]
+
+    retriever = index.as_retriever(top_n=3, reranker=LengthReranker())
+    results = retriever.retrieve(QUESTION)
+    assert len(calls) >= 2 and len(results) == 3
+    assert retriever.scorer.name == "LengthReranker"
+    lengths = [
+        len(r.node.get_content())
+        for r in results
+        if r.node.metadata["evidence"]["source"] == "paths"
+    ]
+    assert lengths == sorted(lengths)
+
+
+def test_bad_arguments_and_empty_queries(index):
+    with pytest.raises(ValueError):
+        QIterRetriever(index, depth=0)
+    with pytest.raises(ValueError):
+        QIterRetriever(index, query_entities="magic")
+    assert index.as_retriever().retrieve("   ") == []
+    with pytest.raises(TypeError):
+        index.as_retriever(reranker=object())
