@@ -71,6 +71,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if any("error" in row for row in report["methods"].values()) else 0
 
 
+def cmd_judge(args: argparse.Namespace) -> int:
+    from .eval.judge import format_judge_table, run_judge
+    from .eval.runner import write_report
+
+    report = run_judge(
+        args.data,
+        a=args.a,
+        b=args.b,
+        limit=args.limit,
+        llm=args.llm,
+        judge_llm=args.judge_llm,
+        max_documents=args.max_documents,
+        cache_dir=args.cache_dir,
+        options=_parse_sets(args.set),
+        show_progress=not args.quiet,
+    )
+    print(format_judge_table(report))
+    if args.out:
+        write_report(report, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_viz(args: argparse.Namespace) -> int:
     from .core.viz import export_index
 
@@ -125,6 +148,30 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quiet", action="store_true", help="no progress bars")
     bench.add_argument("--list", action="store_true", help="list registered methods")
     bench.set_defaults(func=cmd_bench)
+
+    from .eval.judge import SYSTEMS
+
+    judge = sub.add_parser(
+        "judge", help="pairwise LLM judging of two systems' answers (query-focused summarization)"
+    )
+    judge.add_argument("--data", required=True, help="benchmark folder (ultradomain-mix format)")
+    judge.add_argument("--a", default="fgrag", choices=sorted(SYSTEMS), help="first system")
+    judge.add_argument("--b", default="naive", choices=sorted(SYSTEMS), help="second system")
+    judge.add_argument("--limit", type=int, help="first N queries only")
+    judge.add_argument("--max-documents", type=int, help="index only the first M documents")
+    judge.add_argument("--llm", help="provider answering for both systems (default: environment)")
+    judge.add_argument("--judge-llm", help="provider judging (default: the answering LLM)")
+    judge.add_argument("--cache-dir", help="folder for LLM response caches")
+    judge.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="system option, repeatable (e.g. max_query_entities=2)",
+    )
+    judge.add_argument("--out", help="write the JSON report here")
+    judge.add_argument("--quiet", action="store_true", help="no progress bars")
+    judge.set_defaults(func=cmd_judge)
 
     viz = sub.add_parser("viz", help="export a persisted index's graph (GraphML or HTML)")
     viz.add_argument("index_dir", help="a folder written by an index's persist()")

@@ -91,3 +91,10 @@ def test_viz_errors_are_clear(tmp_path):
         main(["viz", str(index_dir), "--out", str(tmp_path / "g.html"), "--center", "zz"])
     with pytest.raises(ValueError, match="unsupported suffix"):
         main(["viz", str(index_dir), "--out", str(tmp_path / "g.png")])
+
+
+def test_judge_subcommand_is_wired(capsys):
+    with pytest.raises(SystemExit):
+        main(["judge", "--help"])
+    out = capsys.readouterr().out
+    assert "--a {fgrag,naive}" in out and "--judge-llm" in out
