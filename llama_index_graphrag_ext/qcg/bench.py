@@ -1,0 +1,130 @@
+"""Benchmark registrations: ``qcg`` (LLM query-answer nodes) and ``qcg-sentences`` (LLM-free).
+
+Options (``graphrag-ext bench --set key=value``), all optional:
+
+* both: ``k``, ``n`` (max query nodes), ``gamma``, ``hops``, ``epsilon``,
+  ``aggregator``, ``exclude_same_chunk``;
+* ``qcg-sentences``: ``title_prefix``, ``splitter`` (``rule`` / ``spacy``),
+  ``min_chars``, ``sentence_alpha``;
+* ``qcg``: ``pairs`` (``M``, default 20; use e.g. ``pairs=3`` with the embedded
+  SmolLM2 to bound the work), ``alpha``, ``format`` (``auto`` / ``json`` /
+  ``lines``), ``concurrency``, ``preset`` (``multihop-rag`` / ``lihuaworld``).
+
+``qcg`` keeps every generated answer in ``<cache-dir>/qcg-doc2query.sqlite``
+(``--cache-dir``; default ``~/.cache/llama-index-graphrag-ext``), so a rerun makes
+no LLM call. Bound a slow generator with ``--max-passages`` (a corpus sample,
+reported as such in the output) and ``pairs``.
+
+Each method starts from its preset (``sentences`` / ``multihop-rag``, see
+:data:`~llama_index_graphrag_ext.qcg.index.PRESETS`) with ``K`` set to the
+runner's ``top_k``; ``chunk_weight`` can be overridden too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from llama_index.core.schema import Document
+
+from ..core.nodes import PassageParser
+from ..eval.registry import BenchContext, BenchSystem, register_method
+from .generator import Doc2QueryGenerator, SentenceQueryGenerator
+from .index import PRESETS, QueryCentricGraphIndex
+
+
+#: Retrieval knobs used for the benchmark runs (measured on musique-100, MiniLM).
+def _retrieval_options(ctx: BenchContext, preset: str) -> dict:
+    """``--set`` overrides of the preset's knobs; K is the runner's ``top_k``."""
+    base = PRESETS[preset]
+    return {
+        "k": ctx.option("k", base["k"]),
+        "max_query_nodes": ctx.option("n", base["max_query_nodes"]),
+        "gamma": ctx.option("gamma", float(base["gamma"])),
+        "epsilon": ctx.option("epsilon", 1.0),
+        "hops": ctx.option("hops", base["hops"]),
+        "aggregator": ctx.option("aggregator", "mean"),
+        "exclude_same_chunk": ctx.option("exclude_same_chunk", base["exclude_same_chunk"]),
+        "chunk_weight": ctx.option("chunk_weight", float(base["chunk_weight"])),
+        "similarity_top_k": ctx.top_k,
+    }
+
+
+def _info(index: QueryCentricGraphIndex) -> dict:
+    layer = index.layer
+    return {
+        "query_nodes": len(layer),
+        "chunks": len(index),
+        "knn_edges": int((layer.knn >= 0).sum()),
+        "build": dict(index.build_stats),
+        "params": index.config(),
+    }
+
+
+@register_method(
+    "qcg-sentences",
+    "llm-free",
+    "QCG-RAG with sentence query nodes (the paper's LLM-free ablation)",
+)
+def build_qcg_sentences(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    generator = SentenceQueryGenerator(
+        title_prefix=ctx.option("title_prefix", True),
+        splitter=ctx.option("splitter", "rule"),
+        min_chars=ctx.option("min_chars", 12),
+        alpha=ctx.option("sentence_alpha", 1.0),
+        show_progress=ctx.show_progress,
+    )
+    index = QueryCentricGraphIndex.from_documents(
+        documents,
+        transformations=[PassageParser()],
+        embed_model=ctx.embed_model,
+        generator=generator,
+        preset="sentences",
+        show_progress=ctx.show_progress,
+        **_retrieval_options(ctx, "sentences"),
+    )
+    return BenchSystem(retriever=index.as_retriever(), info=_info(index))
+
+
+def _cache_path(ctx: BenchContext) -> str:
+    folder = (
+        ctx.cache_dir
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+        / "llama-index-graphrag-ext"
+    )
+    return str(Path(folder) / "qcg-doc2query.sqlite")
+
+
+@register_method(
+    "qcg",
+    "embedded-llm",
+    "QCG-RAG with LLM query-answer nodes (configured LLM; the embedded SmolLM2 by default)",
+)
+def build_qcg(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    llm = ctx.llm()
+    if llm is None:
+        raise ValueError("qcg needs an LLM (got --llm none); use qcg-sentences for LLM-free")
+    preset = ctx.option("preset", "multihop-rag")
+    generator = Doc2QueryGenerator(
+        llm=llm,
+        num_pairs=ctx.option("pairs", 20),
+        alpha=ctx.option("alpha", 0.8),
+        output_format=ctx.option("format", "auto"),
+        max_concurrency=ctx.option("concurrency", 4),
+        cache_path=_cache_path(ctx),
+        show_progress=ctx.show_progress,
+    )
+    index = QueryCentricGraphIndex.from_documents(
+        documents,
+        transformations=[PassageParser()],
+        embed_model=ctx.embed_model,
+        llm=llm,
+        generator=generator,
+        preset=preset,
+        show_progress=ctx.show_progress,
+        **_retrieval_options(ctx, preset),
+    )
+    info = _info(index)
+    info["cache"] = generator.cache_path
+    return BenchSystem(retriever=index.as_retriever(), info=info)

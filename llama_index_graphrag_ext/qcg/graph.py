@@ -1,0 +1,272 @@
+"""The query layer of the query-centric graph as flat arrays (paper §3.3 step 3).
+
+``QueryLayer`` is an immutable snapshot: the query nodes (``Q_g``), their
+embeddings, their source chunk (``E_inter``) and their ``k`` nearest query
+nodes (``E_intra``, directed as the paper writes ``KNN(q, k)``). Writers build a
+new snapshot and swap it in; readers (retrievers on any thread) take the
+current one and never see a half-updated graph.
+
+kNN lists are exact, by cosine, computed with blocked matrix products; ties go
+to the earlier node, so an incrementally maintained graph equals a rebuild
+(:meth:`QueryLayer.added` / :meth:`QueryLayer.without_chunks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .generator import QueryPair
+
+_NONE = -1
+
+
+def knn_rows(
+    matrix: np.ndarray,
+    rows: np.ndarray,
+    k: int,
+    chunk_codes: np.ndarray | None = None,
+    *,
+    block_size: int = 1024,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact kNN of ``matrix[rows]`` among all rows of ``matrix`` (self excluded).
+
+    Args:
+        matrix: ``(n, d)`` unit rows.
+        rows: The rows whose neighbours are wanted.
+        k: Neighbours per row.
+        chunk_codes: When given, rows with the same code (same chunk) are not
+            neighbours of each other (the ``exclude_same_chunk`` option).
+        block_size: Rows per matrix product.
+
+    Returns:
+        ``(idx, sims)`` of shape ``(len(rows), k)``, best first, ties to the lower
+        index; missing neighbours are ``-1`` with similarity ``-inf``.
+    """
+    n = matrix.shape[0]
+    rows = np.asarray(rows, dtype=np.int64)
+    idx = np.full((len(rows), k), _NONE, dtype=np.int64)
+    sims = np.full((len(rows), k), -np.inf, dtype=np.float32)
+    if n == 0 or k == 0 or len(rows) == 0:
+        return idx, sims
+    for start in range(0, len(rows), block_size):
+        part = rows[start : start + block_size]
+        block = matrix[part] @ matrix.T
+        block[np.arange(len(part)), part] = -np.inf
+        if chunk_codes is not None:
+            block[chunk_codes[part][:, None] == chunk_codes[None, :]] = -np.inf
+        i, s = _top_k_block(block, k)
+        idx[start : start + len(part)], sims[start : start + len(part)] = i, s
+    return idx, sims
+
+
+def _top_k_block(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    m = block.shape[1]
+    width = min(k, m)
+    spare = min(m, width + 8)
+    if spare < m:
+        part = np.argpartition(-block, spare - 1, axis=1)[:, :spare]
+    else:
+        part = np.broadcast_to(np.arange(m), block.shape).copy()
+    vals = np.take_along_axis(block, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)[:, :width]
+    idx = np.take_along_axis(part, order, axis=1)
+    sims = np.take_along_axis(vals, order, axis=1).astype(np.float32)
+    idx = np.where(np.isfinite(sims), idx, _NONE)
+    out_i = np.full((block.shape[0], k), _NONE, dtype=np.int64)
+    out_s = np.full((block.shape[0], k), -np.inf, dtype=np.float32)
+    out_i[:, :width], out_s[:, :width] = idx, sims
+    return out_i, out_s
+
+
+def _merge(
+    idx_a: np.ndarray, sim_a: np.ndarray, idx_b: np.ndarray, sim_b: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise top-k of two candidate lists (ties to the lower index)."""
+    idx = np.concatenate([idx_a, idx_b], axis=1)
+    sims = np.concatenate([sim_a, sim_b], axis=1)
+    big = np.iinfo(np.int64).max
+    order = np.lexsort((np.where(idx < 0, big, idx), -sims), axis=1)[:, :k]
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(sims, order, axis=1)
+
+
+@dataclass(frozen=True)
+class QueryLayer:
+    """Immutable query-node layer with its kNN lists (see the module docs).
+
+    Attributes:
+        pairs: One :class:`QueryPair` per node, in row order.
+        matrix: ``(n, d)`` unit embeddings of the node texts.
+        chunk_codes: ``(n,)`` index into ``chunks`` of each node's chunk (``E_inter``).
+        chunks: Distinct chunk ids, in first-seen order.
+        knn: ``(n, k)`` neighbour rows (``E_intra``), ``-1`` where missing.
+        knn_sim: ``(n, k)`` their cosines.
+        k: Neighbours per node.
+        exclude_same_chunk: Whether same-chunk nodes were excluded from kNN.
+        chunk_matrix: ``(len(chunks), d)`` unit embeddings of the chunks
+            themselves (used by the ``chunk_weight`` retrieval option).
+    """
+
+    pairs: tuple[QueryPair, ...]
+    matrix: np.ndarray
+    chunk_codes: np.ndarray
+    chunks: tuple[str, ...]
+    knn: np.ndarray
+    knn_sim: np.ndarray
+    k: int
+    exclude_same_chunk: bool = False
+    chunk_matrix: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, k: int, dim: int = 0, exclude_same_chunk: bool = False) -> QueryLayer:
+        """A layer without nodes."""
+        return cls(
+            (),
+            np.zeros((0, dim), np.float32),
+            np.zeros(0, np.int64),
+            (),
+            np.zeros((0, k), np.int64),
+            np.zeros((0, k), np.float32),
+            k,
+            exclude_same_chunk,
+            np.zeros((0, dim), np.float32),
+        )
+
+    @classmethod
+    def build(
+        cls,
+        pairs: Sequence[QueryPair],
+        matrix: np.ndarray,
+        k: int,
+        exclude_same_chunk: bool = False,
+        chunk_vectors: dict[str, np.ndarray] | None = None,
+    ) -> QueryLayer:
+        """Build from scratch (one blocked kNN pass)."""
+        layer = cls.empty(k, matrix.shape[1] if matrix.ndim == 2 else 0, exclude_same_chunk)
+        return layer.added(pairs, matrix, chunk_vectors)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def ids(self) -> list[str]:
+        """Query node ids in row order."""
+        return [p.node_id for p in self.pairs]
+
+    def _codes_for(self, pairs: Sequence[QueryPair]) -> tuple[np.ndarray, tuple[str, ...]]:
+        chunks = list(self.chunks)
+        where = {c: i for i, c in enumerate(chunks)}
+        codes = np.empty(len(pairs), dtype=np.int64)
+        for i, pair in enumerate(pairs):
+            code = where.get(pair.chunk_id)
+            if code is None:
+                code = where[pair.chunk_id] = len(chunks)
+                chunks.append(pair.chunk_id)
+            codes[i] = code
+        return codes, tuple(chunks)
+
+    def added(
+        self,
+        pairs: Sequence[QueryPair],
+        vectors: np.ndarray,
+        chunk_vectors: dict[str, np.ndarray] | None = None,
+    ) -> QueryLayer:
+        """A new layer with ``pairs`` appended.
+
+        New nodes get their kNN over all nodes; existing nodes' lists are merged
+        with the new candidates (only ``old x new`` similarities are computed).
+        ``chunk_vectors`` maps new chunk ids to their embeddings (zeros when absent).
+        """
+        if not len(pairs):
+            return self
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(pairs) != vectors.shape[0]:
+            raise ValueError(f"{len(pairs)} query nodes for {vectors.shape[0]} vectors")
+        if len(self) and vectors.shape[1] != self.matrix.shape[1]:
+            raise ValueError(
+                f"embedding dimension {vectors.shape[1]} != the index's {self.matrix.shape[1]}"
+            )
+        n_old = len(self)
+        new_codes, chunks = self._codes_for(pairs)
+        codes = np.concatenate([self.chunk_codes, new_codes])
+        matrix = np.vstack([self.matrix.reshape(n_old, -1), vectors]) if n_old else vectors
+        mask_codes = codes if self.exclude_same_chunk else None
+        new_rows = np.arange(n_old, n_old + len(pairs))
+        new_idx, new_sim = knn_rows(matrix, new_rows, self.k, mask_codes)
+        knn, knn_sim = self.knn, self.knn_sim
+        if n_old:
+            # Old rows: the best of their current list and the new nodes.
+            block = matrix[:n_old] @ vectors.T
+            if mask_codes is not None:
+                block[codes[:n_old][:, None] == new_codes[None, :]] = -np.inf
+            cand_i, cand_s = _top_k_block(block, self.k)
+            cand_i = np.where(cand_i >= 0, cand_i + n_old, _NONE)
+            knn, knn_sim = _merge(knn, knn_sim, cand_i, cand_s, self.k)
+        dim = matrix.shape[1]
+        fresh = chunks[len(self.chunks) :]
+        vecs = chunk_vectors or {}
+        new_chunk_rows = np.zeros((len(fresh), dim), np.float32)
+        for i, chunk_id in enumerate(fresh):
+            if chunk_id in vecs:
+                new_chunk_rows[i] = vecs[chunk_id]
+        old_chunk_rows = self.chunk_matrix
+        if old_chunk_rows is None or old_chunk_rows.shape[0] != len(self.chunks):
+            old_chunk_rows = np.zeros((len(self.chunks), dim), np.float32)
+        return QueryLayer(
+            (*self.pairs, *pairs),
+            matrix,
+            codes,
+            chunks,
+            np.vstack([knn, new_idx]),
+            np.vstack([knn_sim, new_sim]),
+            self.k,
+            self.exclude_same_chunk,
+            np.vstack([old_chunk_rows.reshape(len(self.chunks), dim), new_chunk_rows]),
+        )
+
+    def without_chunks(self, chunk_ids: Sequence[str]) -> QueryLayer:
+        """A new layer without the query nodes of ``chunk_ids``.
+
+        Rows that lost a neighbour are recomputed; the others keep their lists
+        (re-indexed), which is exactly what a rebuild would give.
+        """
+        drop_chunks = {self.chunks.index(c) for c in chunk_ids if c in self.chunks}
+        if not drop_chunks:
+            return self
+        keep_mask = ~np.isin(self.chunk_codes, list(drop_chunks))
+        keep = np.flatnonzero(keep_mask)
+        remap = np.full(len(self) + 1, _NONE, dtype=np.int64)  # last slot maps -1
+        remap[keep] = np.arange(len(keep))
+        knn = remap[self.knn[keep]]
+        knn_sim = self.knn_sim[keep]
+        lost = (knn == _NONE) & (self.knn[keep] != _NONE)
+        pairs = tuple(self.pairs[i] for i in keep)
+        chunks = tuple(dict.fromkeys(p.chunk_id for p in pairs))
+        where = {c: i for i, c in enumerate(chunks)}
+        codes = np.fromiter((where[p.chunk_id] for p in pairs), np.int64, len(pairs))
+        matrix = self.matrix[keep]
+        redo = np.flatnonzero(lost.any(axis=1))
+        if len(redo):
+            idx, sims = knn_rows(matrix, redo, self.k, codes if self.exclude_same_chunk else None)
+            knn[redo], knn_sim[redo] = idx, sims
+        chunk_matrix = None
+        if self.chunk_matrix is not None and len(self.chunk_matrix) == len(self.chunks):
+            old_pos = {c: i for i, c in enumerate(self.chunks)}
+            chunk_matrix = self.chunk_matrix[[old_pos[c] for c in chunks]]
+        return QueryLayer(
+            pairs,
+            matrix,
+            codes,
+            chunks,
+            knn,
+            knn_sim,
+            self.k,
+            self.exclude_same_chunk,
+            chunk_matrix,
+        )
+
+    def neighbor_ids(self, row: int) -> list[str]:
+        """Ids of a node's kNN neighbours, best first."""
+        return [self.pairs[j].node_id for j in self.knn[row] if j >= 0]

@@ -1,0 +1,278 @@
+"""``QCGRetriever``: query nodes -> h-hop neighbours -> chunks (paper §3.4 steps 1-3).
+
+1. Score every query node by ``s = cos(q_u, q) + epsilon``; keep those with
+   ``s >= gamma``, at most ``n`` (the ``n`` most similar: the paper leaves the
+   choice open, digest §8.8).
+2. Add their neighbours up to ``h`` hops over ``E_intra`` (no threshold on
+   neighbours, as in the paper's formula).
+3. Group the collected nodes by chunk (``E_inter``) and score each chunk by the
+   **mean** cosine of its collected nodes to the question; return the top ``K``.
+   Ties go to the chunk with more collected nodes, then to the earlier chunk.
+
+All of it is array work on the index's current snapshot: one matrix-vector
+product over the query nodes, adjacency lookups for the hops, ``bincount`` for
+the chunk means. Retrieval is safe from several threads at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from ..core.embeddings import aembed_query, embed_query, normalize_rows, top_k_of_scores
+from ..core.nodes import with_evidence
+from .graph import QueryLayer
+
+if TYPE_CHECKING:
+    from .index import QueryCentricGraphIndex
+
+Aggregator = Literal["mean", "max", "sum"]
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    """The retrieval knobs (paper §3.4; defaults: the MultiHop-RAG setting).
+
+    Attributes:
+        similarity_top_k: ``K``, chunks returned.
+        max_query_nodes: ``n``, most query nodes taken in step 1.
+        gamma: ``γ``, threshold on ``cos + epsilon`` (range [0, 2]).
+        epsilon: ``ε``, added to the cosine (the paper: 1).
+        hops: ``h``, kNN expansion depth.
+        aggregator: Chunk score: ``mean`` (paper), or ``max`` / ``sum`` (not in the paper).
+        chunk_weight: ``w`` (not in the paper; 0 = off): the chunk's own cosine to
+            the question joins its score as ``w`` extra votes, so with ``mean`` a
+            chunk in ``C*`` scores ``(Σ_q cos(q_u, q) + w·cos(q_u, c)) / (|Q_c| + w)``.
+            Only chunks the graph collected are scored; it re-ranks, never adds.
+    """
+
+    similarity_top_k: int = 5
+    max_query_nodes: int = 15
+    gamma: float = 1.0
+    epsilon: float = 1.0
+    hops: int = 1
+    aggregator: Aggregator = "mean"
+    chunk_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.similarity_top_k <= 0:
+            raise ValueError("similarity_top_k (K) must be positive")
+        if self.max_query_nodes <= 0:
+            raise ValueError("max_query_nodes (n) must be positive")
+        if self.hops < 0:
+            raise ValueError("hops (h) must be >= 0")
+        if self.aggregator not in ("mean", "max", "sum"):
+            raise ValueError(f"aggregator must be mean, max or sum, not {self.aggregator!r}")
+        if self.chunk_weight < 0:
+            raise ValueError("chunk_weight must be >= 0")
+
+
+@dataclass
+class Collected:
+    """The outcome of steps 1-3 for one question (what the evidence is made from).
+
+    Attributes:
+        rows: Collected query-node rows (``Q*``).
+        cos: Their cosine to the question.
+        hop: Their hop distance (0: retrieved in step 1).
+        via: For expanded nodes, the row they were reached from (``-1`` for hop 0).
+        chunk_codes: The top chunks, best first.
+        chunk_scores: Their scores.
+        chunk_cos: Their own cosine to the question (NaN unless ``chunk_weight > 0``).
+    """
+
+    rows: np.ndarray
+    cos: np.ndarray
+    hop: np.ndarray
+    via: np.ndarray
+    chunk_codes: np.ndarray
+    chunk_scores: np.ndarray
+    chunk_cos: np.ndarray | None = None
+
+
+def collect(layer: QueryLayer, query_vector: np.ndarray, params: RetrievalParams) -> Collected:
+    """Paper §3.4 steps 1-3 on one layer snapshot (pure function, no Python loop over nodes)."""
+    empty = np.zeros(0, np.int64)
+    if len(layer) == 0:
+        return Collected(empty, np.zeros(0, np.float32), empty, empty, empty, np.zeros(0))
+
+    sims = layer.matrix @ query_vector  # cos(q_u, q) for every query node
+    # Step 1: threshold on cos + epsilon, then the n best.
+    passing = np.flatnonzero(sims + params.epsilon >= params.gamma)
+    order, _ = top_k_of_scores(sims[passing], params.max_query_nodes)
+    retrieved = passing[order]
+    # Step 2: h-hop expansion over E_intra (directed kNN lists).
+    n = len(layer)
+    hop = np.full(n, -1, dtype=np.int64)
+    via = np.full(n, -1, dtype=np.int64)
+    hop[retrieved] = 0
+    frontier = retrieved
+    for h in range(1, params.hops + 1):
+        if not len(frontier):
+            break
+        nbrs = layer.knn[frontier]
+        src = np.repeat(frontier, nbrs.shape[1])
+        nbrs = nbrs.reshape(-1)
+        ok = nbrs >= 0
+        nbrs, src = nbrs[ok], src[ok]
+        new_mask = hop[nbrs] < 0
+        nbrs, src = nbrs[new_mask], src[new_mask]
+        nbrs, first = np.unique(nbrs, return_index=True)
+        hop[nbrs], via[nbrs] = h, src[first]
+        frontier = nbrs
+    rows = np.flatnonzero(hop >= 0)
+    # Step 3: aggregate per chunk (E_inter) and take the top K.
+    codes = layer.chunk_codes[rows]
+    n_chunks = len(layer.chunks)
+    count = np.bincount(codes, minlength=n_chunks)
+    if params.aggregator == "max":
+        score = np.full(n_chunks, -np.inf)
+        np.maximum.at(score, codes, sims[rows].astype(np.float64))
+    else:
+        weights = sims[rows].astype(np.float64)
+        score = np.bincount(codes, weights=weights, minlength=n_chunks).astype(np.float64)
+        if params.aggregator == "mean":
+            score = np.divide(score, count, out=np.zeros_like(score), where=count > 0)
+    present = np.flatnonzero(count > 0)
+    chunk_cos = np.full(n_chunks, np.nan)
+    if params.chunk_weight > 0 and layer.chunk_matrix is not None and len(present):
+        w = params.chunk_weight
+        cos_c = (layer.chunk_matrix[present] @ query_vector).astype(np.float64)
+        chunk_cos[present] = cos_c
+        if params.aggregator == "mean":
+            score[present] = (score[present] * count[present] + w * cos_c) / (count[present] + w)
+        elif params.aggregator == "sum":
+            score[present] += w * cos_c
+        else:
+            score[present] = np.maximum(score[present], cos_c)
+    # Best score, then more supporting nodes, then the earlier chunk.
+    ranking = present[np.lexsort((present, -count[present], -score[present]))]
+    top = ranking[: params.similarity_top_k]
+    return Collected(rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top])
+
+
+class QCGRetriever(BaseRetriever):
+    """Query-centric graph retrieval over a :class:`QueryCentricGraphIndex`.
+
+    Every returned node is the original chunk (its ``ref_doc_id`` intact) with
+    ``metadata["evidence"]`` holding the reasoning path: the chunk score, and for
+    each collected query node its text (query and answer, or sentence), cosine
+    to the question, hop distance and the node it was reached from.
+
+    Args:
+        index: The index to search.
+        similarity_top_k: ``K``, chunks returned (default: the index's).
+        max_query_nodes: ``n`` (default: the index's).
+        gamma: ``γ`` (default: the index's).
+        epsilon: ``ε`` (default: the index's).
+        hops: ``h`` (default: the index's).
+        aggregator: ``mean`` (paper), ``max`` or ``sum``.
+        chunk_weight: Votes of the chunk's own cosine (0: paper; see :class:`RetrievalParams`).
+        max_evidence: Query nodes listed per chunk in the evidence (best first).
+        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+    """
+
+    def __init__(
+        self,
+        index: QueryCentricGraphIndex,
+        *,
+        similarity_top_k: int | None = None,
+        max_query_nodes: int | None = None,
+        gamma: float | None = None,
+        epsilon: float | None = None,
+        hops: int | None = None,
+        aggregator: Aggregator | None = None,
+        chunk_weight: float | None = None,
+        max_evidence: int = 8,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        base = index.retrieval_params
+        overrides = {
+            "similarity_top_k": similarity_top_k,
+            "max_query_nodes": max_query_nodes,
+            "gamma": gamma,
+            "epsilon": epsilon,
+            "hops": hops,
+            "aggregator": aggregator,
+            "chunk_weight": chunk_weight,
+        }
+        values = {**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}}
+        self.params = RetrievalParams(**values)
+        self._index = index
+        self.max_evidence = max_evidence
+        super().__init__(callback_manager=callback_manager or index._callback_manager)
+
+    @property
+    def similarity_top_k(self) -> int:
+        """``K``."""
+        return self.params.similarity_top_k
+
+    def _results(self, layer: QueryLayer, query_vector: np.ndarray) -> list[NodeWithScore]:
+        found = collect(layer, normalize_rows(query_vector)[0], self.params)
+        if not len(found.chunk_codes):
+            return []
+        chunk_ids = [layer.chunks[c] for c in found.chunk_codes]
+        chunks = self._index.get_chunks(chunk_ids)
+        node_codes = layer.chunk_codes[found.rows]
+        out = []
+        for rank, (code, score, chunk) in enumerate(
+            zip(found.chunk_codes, found.chunk_scores, chunks, strict=True)
+        ):
+            mine = np.flatnonzero(node_codes == code)
+            mine = mine[np.argsort(-found.cos[mine], kind="stable")]
+            evidence = self._evidence(layer, found, mine, rank)
+            if self.params.chunk_weight > 0:
+                evidence["chunk_cosine"] = round(float(found.chunk_cos[rank]), 4)
+            out.append(with_evidence(chunk, float(score), evidence))
+        return out
+
+    def _evidence(
+        self, layer: QueryLayer, found: Collected, mine: np.ndarray, rank: int
+    ) -> dict[str, Any]:
+        nodes = []
+        for i in mine[: self.max_evidence]:
+            pair = layer.pairs[found.rows[i]]
+            via = int(found.via[i])
+            nodes.append(
+                {
+                    "id": pair.node_id,
+                    "kind": pair.kind,
+                    "query": pair.query,
+                    "answer": pair.answer,
+                    "cosine": round(float(found.cos[i]), 4),
+                    "hop": int(found.hop[i]),
+                    "via": layer.pairs[via].node_id if via >= 0 else None,
+                }
+            )
+        return {
+            "method": "qcg",
+            "rank": rank + 1,
+            "aggregator": self.params.aggregator,
+            "collected": len(mine),
+            "retrieved": int((found.hop[mine] == 0).sum()),
+            "expanded": int((found.hop[mine] > 0).sum()),
+            "query_nodes": nodes,
+        }
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        layer = self._index.layer  # one consistent snapshot
+        if len(layer) == 0:
+            return []
+        vector = query_bundle.embedding
+        if vector is None:
+            vector = embed_query(self._index.embed_model, query_bundle.query_str)
+        return self._results(layer, np.asarray(vector, dtype=np.float32))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        layer = self._index.layer
+        if len(layer) == 0:
+            return []
+        vector = query_bundle.embedding
+        if vector is None:
+            vector = await aembed_query(self._index.embed_model, query_bundle.query_str)
+        return self._results(layer, np.asarray(vector, dtype=np.float32))
