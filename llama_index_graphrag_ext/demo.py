@@ -28,7 +28,13 @@ from .eval.registry import REGISTRY, BenchContext
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 
 #: The methods the demo shows, in order. Each method issue adds its LLM-free variant.
-DEMO_METHODS: tuple[str, ...] = ("dense", "qcg-sentences", "cue-0.0", "chainrag-retriever", "lprag-pseudo")
+DEMO_METHODS: tuple[str, ...] = (
+    "dense",
+    "qcg-sentences",
+    "cue-0.0",
+    "chainrag-retriever",
+    "lprag-pseudo",
+)
 
 
 #: Evidence keys not worth a place on the one "why" line (the question itself, ...).
