@@ -143,3 +143,12 @@ def test_end_to_end_with_the_embedded_llm(minilm):
     assert response.metadata["usage"]["calls"] >= 3
     assert str(response).strip()
     assert response.source_nodes[0].node.ref_doc_id in {"salten", "bambi"}
+
+
+def test_word_budget_is_cut_to_the_llm_context_window():
+    from llama_index_graphrag_ext.chainrag.engine import words_that_fit
+
+    small = ScriptedLLM(default="x", context_window=2048, num_output=256)
+    assert words_that_fit(small) == int((2048 - 256 - 400) * 0.6)
+    large = ScriptedLLM(default="x", context_window=128000, num_output=512)
+    assert words_that_fit(large) > 3000
