@@ -120,7 +120,7 @@ async def test_delay_async_is_truly_async_and_cancellable():
     start = time.perf_counter()
     out = await asyncio.gather(llm.acomplete("1"), llm.acomplete("2"))
     assert sorted(r.text for r in out) == ["a", "b"]
-    assert time.perf_counter() - start < 0.35  # concurrent, not 0.4 s
+    assert time.perf_counter() - start < 0.4  # concurrent: one after the other takes 0.4 s
     start = time.perf_counter()
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(llm.acomplete("3"), timeout=0.05)

