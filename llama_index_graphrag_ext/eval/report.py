@@ -1,0 +1,154 @@
+"""The results page of the documentation, generated from the runner's JSON reports.
+
+``graphrag-ext report RUN.json ... --out docs/results.md --plots DIR`` renders each
+report as a section: what was run, the command that reproduces it (rebuilt from
+the report itself, so it cannot drift from what was measured), the table the
+runner printed, a recall plot, and the per-method facts the methods reported
+(training seconds, fallbacks, sample sizes). The page is a pure function of the
+JSON files: the test suite regenerates it and fails if the committed copy differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .runner import format_table
+
+HEADER = """# Results
+
+Every table on this page is generated from the JSON report the benchmark
+runner wrote for that run (`docs/assets/bench/*.json`), by
+
+```bash
+graphrag-ext report docs/assets/bench/*.json --out docs/results.md --plots docs/assets/bench
+```
+
+Each section gives the command that reproduces it. Recall is deterministic;
+times depend on the machine: these runs were taken on 2 CPU cores shared with
+other jobs, so compare times **within** one table (every method of a table ran
+in one process on the same corpus), not across tables. Runs marked *embedding
+cache* used `--embed-cache`: the first method to embed a passage pays for it and
+later methods (and later runs) read it, so their index seconds leave out
+embedding the passages; `idx/embed` relates each to encoding the corpus once.
+"""
+
+
+def load_reports(paths: Sequence[str | os.PathLike]) -> list[tuple[Path, dict[str, Any]]]:
+    """Read reports, ordered by file name (name them ``01-...json`` to order sections)."""
+    out = []
+    for path in sorted(Path(p) for p in paths):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(report, dict) or "methods" not in report or "run" not in report:
+            raise ValueError(f"{path} is not a benchmark runner report")
+        out.append((path, report))
+    return out
+
+
+def reproduce_command(report: dict[str, Any]) -> str:
+    """The ``graphrag-ext bench`` command line that reproduces ``report``."""
+    run = report["run"]
+    parts = [
+        "graphrag-ext bench",
+        f"--data {run['data']}",
+        "--methods " + ",".join(report["methods"]),
+    ]
+    if report["questions"] < run.get("corpus_questions", report["questions"]):
+        parts.append(f"--limit {report['questions']}")
+    if run.get("sampled"):
+        parts.append(f"--max-passages {report['passages']}")
+    if run.get("top_k", 10) != 10:
+        parts.append(f"--top-k {run['top_k']}")
+    if run.get("answer"):
+        parts.append("--answer")
+    for key, value in sorted((run.get("options") or {}).items()):
+        parts.append(f"--set {key}={value}")
+    if run.get("embed_floor_seconds") is not None:
+        parts.append("--floor")
+    if run.get("embed_cache"):
+        parts.append("--embed-cache emb.sqlite")
+    return " \\\n    ".join(parts)
+
+
+def _facts(report: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, row in report["methods"].items():
+        info = row.get("info")
+        if info:
+            shown = ", ".join(f"{k}={_short(v)}" for k, v in info.items() if _short(v) != "")
+            lines.append(f"- `{name}`: {shown}")
+        if row.get("llm"):
+            lines.append(f"- `{name}` LLM: {row['llm']}")
+    return lines
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, sort_keys=True)
+        return text if len(text) <= 120 else ""
+    return str(value)
+
+
+def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
+    """One report as a Markdown section."""
+    run = report["run"]
+    title = report.get("title") or f"{report['bench']}: {', '.join(report['methods'])}"
+    lines = [f"## {title}", ""]
+    if report.get("note"):
+        lines += [report["note"], ""]
+    setting = [
+        f"{report['questions']} questions",
+        f"{report['passages']} passages" + (" (corpus sample)" if run.get("sampled") else ""),
+        f"embedder {run.get('embed_model', '?')}",
+        f"{run.get('cpus', '?')} CPUs",
+        f"started {run.get('started', '?')}",
+    ]
+    if run.get("embed_cache"):
+        setting.append("embedding cache")
+    lines += ["*" + "; ".join(setting) + f"; report `{path.name}`.*", ""]
+    lines += ["```bash", reproduce_command(report), "```", ""]
+    table = format_table(report).split("\n", 2)[2]  # drop the caption line
+    lines += [table, ""]
+    if plot:
+        lines += [f"![recall@k, {title}]({plot})", ""]
+    facts = _facts(report)
+    if facts:
+        lines += ['??? info "What the methods reported"', ""]
+        lines += ["    " + f for f in facts]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_page(
+    paths: Sequence[str | os.PathLike],
+    *,
+    plots_dir: str | os.PathLike | None = None,
+    page_dir: str | os.PathLike = "docs",
+    write_plots: bool = True,
+) -> str:
+    """The whole results page, linking one recall plot per report in ``plots_dir``.
+
+    Args:
+        paths: Runner reports (JSON).
+        plots_dir: Where the plots live (``None``: no plots).
+        page_dir: The folder of the page, for relative links.
+        write_plots: Draw the plots (off: only link them, e.g. to check the page).
+    """
+    sections = [HEADER]
+    for path, report in load_reports(paths):
+        plot = None
+        if plots_dir is not None:
+            png = Path(plots_dir) / (path.stem + ".png")
+            if write_plots:
+                from .plot import plot_recall
+
+                png.parent.mkdir(parents=True, exist_ok=True)
+                plot_recall(report, png)
+            plot = os.path.relpath(png, page_dir).replace(os.sep, "/")
+        sections.append(render_section(path, report, plot))
+    return "\n".join(sections).rstrip() + "\n"
