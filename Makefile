@@ -8,7 +8,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install demo test lint docs bench clean
+.PHONY: install demo test test-integrations lint docs bench clean
 
 install: $(STAMP)
 
@@ -26,15 +26,21 @@ demo: install
 	$(VENV)/bin/graphrag-ext demo
 
 lint: install
-	$(VENV)/bin/ruff check llama_index_graphrag_ext tests examples
-	$(VENV)/bin/ruff format --check llama_index_graphrag_ext tests examples
+	$(VENV)/bin/ruff check llama_index_graphrag_ext tests examples integrations
+	$(VENV)/bin/ruff format --check llama_index_graphrag_ext tests examples integrations
 
 docs: install
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 test: install lint
 	$(VENV)/bin/pytest -q
+	$(MAKE) test-integrations
 	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+# Optional engines: each integration installs into .venv (Milvus Lite comes from PyPI) and runs its own tests.
+test-integrations: install
+	$(PY) -m pip install -q -e integrations/milvus
+	cd integrations/milvus && ../../$(VENV)/bin/pytest -q
 
 bench: install
 	$(VENV)/bin/graphrag-ext bench --data ../shared/benchmarks/musique-100 --methods dense,bm25

@@ -61,6 +61,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         embed_cache=args.embed_cache,
     )
     report = run_benchmark(config)
+    for key in ("title", "note"):
+        if getattr(args, key):
+            report[key] = getattr(args, key)
     print(format_table(report))
     if args.out:
         write_report(report, args.out)
@@ -91,6 +94,30 @@ def cmd_judge(args: argparse.Namespace) -> int:
     if args.out:
         write_report(report, args.out)
         print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    from .eval.scale import config_from_args, format_scale_table, plot_scale, run_scale
+
+    report = run_scale(config_from_args(args, _parse_sets(args.set)), out=args.out)
+    print(format_scale_table(report))
+    if args.out:
+        print(f"wrote {args.out}")
+    if args.plot:
+        plot_scale(report, args.plot)
+        print(f"wrote {args.plot}")
+    return 1 if any("error" in row for row in report["cells"].values()) else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .eval.report import render_page
+
+    page = render_page(args.reports, plots_dir=args.plots, page_dir=Path(args.out).parent)
+    Path(args.out).write_text(page, encoding="utf-8")
+    print(f"wrote {args.out} from {len(args.reports)} reports")
     return 0
 
 
@@ -145,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--embed-cache",
         help="sqlite file caching passage embeddings across runs (index times then exclude them)",
     )
+    bench.add_argument("--title", help="section title for the results page (stored in the JSON)")
+    bench.add_argument("--note", help="a sentence on the run for the results page (stored)")
     bench.add_argument("--quiet", action="store_true", help="no progress bars")
     bench.add_argument("--list", action="store_true", help="list registered methods")
     bench.set_defaults(func=cmd_bench)
@@ -172,6 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--out", help="write the JSON report here")
     judge.add_argument("--quiet", action="store_true", help="no progress bars")
     judge.set_defaults(func=cmd_judge)
+
+    from .eval.scale import add_arguments as add_scale_arguments
+
+    scale = sub.add_parser(
+        "scale", help="growth curves of the LLM-free methods on synthetic corpora (1k-64k chunks)"
+    )
+    add_scale_arguments(scale)
+    scale.set_defaults(func=cmd_scale)
+
+    report = sub.add_parser("report", help="render runner JSON reports as the docs' results page")
+    report.add_argument("reports", nargs="+", help="JSON reports written by bench --out")
+    report.add_argument("--out", default="docs/results.md", help="the Markdown page to write")
+    report.add_argument("--plots", help="folder for one recall plot per report (PNG)")
+    report.set_defaults(func=cmd_report)
 
     viz = sub.add_parser("viz", help="export a persisted index's graph (GraphML or HTML)")
     viz.add_argument("index_dir", help="a folder written by an index's persist()")

@@ -9,7 +9,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeWithScore, QueryBundle
 
 from ..core.nlp import BM25, tokenize
-from ..core.nodes import documents_to_chunks, prepare_documents, with_evidence
+from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
 
 
 class BM25Retriever(BaseRetriever):
@@ -48,7 +48,7 @@ class BM25Retriever(BaseRetriever):
         return cls(documents_to_chunks(docs), **kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query_tokens = tokenize(query_bundle.query_str)
+        query_tokens = tokenize(require_query(query_bundle.query_str))
         rows, scores = self._bm25.top_k(query_tokens, self.similarity_top_k)
         query_set = set(query_tokens)
         results = []

@@ -110,6 +110,10 @@ class SentenceGraphIndex(GraphIndexBase):
         rec = self._sg.records[row]
         return f"{rec.chunk_id}::s{rec.position}"
 
+    def _searchable(self) -> dict[str, tuple[Sequence[str], np.ndarray]]:
+        sg = self._sg  # the seed search (first round) looks up sentences
+        return {"sentences": (sentence_ids(sg), sg.vectors)}
+
     # ------------------------------------------------------------------ building
 
     def _sentence_inputs(self, node: BaseNode) -> tuple[str, str]:
@@ -210,10 +214,15 @@ class SentenceGraphIndex(GraphIndexBase):
         return ChainRAGQueryEngine(self, llm=llm or self.llm, **kwargs)
 
 
+def sentence_ids(sg: SentenceGraph) -> list[str]:
+    """The sentence ids of a graph snapshot in row order (``<chunk id>::s<position>``)."""
+    return [f"{r.chunk_id}::s{r.position}" for r in sg.records]
+
+
 def to_typed_graph(sg: SentenceGraph) -> TypedGraph:
     """The sentence graph as a :class:`TypedGraph` (sentences, key entities, EC/SS/SA edges)."""
     graph = TypedGraph(meta={"method": "chainrag", **sg.params, "edge_kinds": list(EDGE_KINDS)})
-    ids = [f"{r.chunk_id}::s{r.position}" for r in sg.records]
+    ids = sentence_ids(sg)
     graph.add_nodes(
         ids,
         "sentence",

@@ -22,7 +22,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
-from ..core.nodes import with_evidence
+from ..core.nodes import require_query, with_evidence
+from .index import sentence_ids
 from .sentence_graph import EDGE_KINDS, SentenceGraph, check_edge_kinds
 
 if TYPE_CHECKING:
@@ -148,9 +149,14 @@ class SentenceSearch:
         if not len(sg):
             state.exhausted = True
             return state
-        cos = sg.vectors @ qv
-        rows, _ = top_k_of_scores(cos, self.candidate_k)
-        ranked = self._rerank(state, rows.tolist(), cos[rows])
+        search = self.index.row_search("sentences", sg, lambda: sentence_ids(sg), sg.vectors)
+        if search is None:
+            cos = sg.vectors @ qv
+            rows, _ = top_k_of_scores(cos, self.candidate_k)
+            scores = cos[rows]
+        else:  # the seed lookup in the external vector store
+            rows, scores = search(qv, self.candidate_k)
+        ranked = self._rerank(state, rows.tolist(), scores)
         state.candidates = ranked
         for row, score in ranked[: self.seed_k]:
             self._add(state, Gathered(row, score, "seed", 0), force=True)
@@ -262,6 +268,7 @@ class SentenceGraphRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager, **kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         state = self.search.start(query_bundle.query_str, _bundle_vector(query_bundle))
         for _ in range(self.hops):
             if not self.search.expand(state):
@@ -269,6 +276,7 @@ class SentenceGraphRetriever(BaseRetriever):
         return chunks_from_state(self.index, state, self.similarity_top_k, self.rank, self.fill)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         if query_bundle.embedding is None:
             vector = await aembed_query(self.index.embed_model, query_bundle.query_str)
             query_bundle = QueryBundle(query_bundle.query_str, embedding=vector.tolist())

@@ -6,6 +6,11 @@ A method's index subclasses :class:`GraphIndexBase` and implements four hooks:
 * ``_remove_chunks(ids)``: take chunks out again;
 * ``_persist_state(folder)`` / ``_load_state(folder, manifest)``: its own files.
 
+and, when its retrievers search vectors, ``_searchable()``: the in-memory
+tables they search first (name -> ids and matrix). With ``vector_store=`` those
+tables are mirrored into that LlamaIndex vector store after every change, and
+retrievers search them there through :meth:`GraphIndexBase.row_search`.
+
 Everything else is shared: ``from_documents`` (with input hygiene),
 ``insert`` / ``insert_nodes`` / ``delete_ref_doc`` through LlamaIndex's docstore
 bookkeeping, atomic versioned ``persist`` and ``load``, ``as_query_engine`` with
@@ -32,11 +37,13 @@ from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from .defaults import resolve_embed_model, resolve_llm
 from .graph import TypedGraph
 from .nodes import prepare_documents
 from .persist import atomic_dir, read_manifest, write_manifest
+from .vectors import RowSearch, StoreTables
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +62,12 @@ class GraphIndexBase(BaseIndex[IndexList]):
             ``Settings`` then the environment (see :func:`.defaults.resolve_llm`).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
         storage_context: Where the docstore lives (a fresh in-memory one by default).
+        vector_store: A LlamaIndex vector store (Milvus, Qdrant, ...) that holds the
+            vectors the retrievers search; ``None`` keeps them in memory (the
+            default, exact). The index still keeps its own matrices for graph
+            construction and scoring; see ``docs/vector-stores.md``.
+        vector_namespace: Prefix of this index's table names in the store (default:
+            the index kind); give two indexes sharing one collection distinct ones.
         show_progress: Show progress bars while building.
         **config: The subclass's own settings (validated by :meth:`_configure`).
     """
@@ -72,6 +85,8 @@ class GraphIndexBase(BaseIndex[IndexList]):
         llm: LLM | None = None,
         callback_manager: CallbackManager | None = None,
         storage_context: StorageContext | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        vector_namespace: str | None = None,
         show_progress: bool = False,
         index_struct: IndexList | None = None,
         transformations: list[TransformComponent] | None = None,
@@ -80,6 +95,11 @@ class GraphIndexBase(BaseIndex[IndexList]):
         self._embed_model = resolve_embed_model(embed_model)
         self._llm = llm
         self._lock = threading.RLock()
+        self._store_tables = (
+            StoreTables(vector_store, vector_namespace or self.index_kind)
+            if vector_store is not None
+            else None
+        )
         self._configure(**config)
         super().__init__(
             nodes=nodes if index_struct is None else None,
@@ -116,6 +136,56 @@ class GraphIndexBase(BaseIndex[IndexList]):
     @abstractmethod
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
         """Read what :meth:`_persist_state` wrote."""
+
+    def _searchable(self) -> dict[str, tuple[Sequence[str], Any]]:
+        """The tables retrievers search first: name -> (ids, ``(n, d)`` matrix), row-aligned.
+
+        Only consulted when the index has a ``vector_store``; the default has none.
+        """
+        return {}
+
+    # ---------------------------------------------------------- vector store
+
+    @property
+    def vector_store(self) -> BasePydanticVectorStore | None:
+        """The external vector store holding the searched tables (``None``: in memory)."""
+        return self._store_tables.vector_store if self._store_tables is not None else None
+
+    def row_search(
+        self, name: str, snapshot: object, ids: Any, matrix: Any = None
+    ) -> RowSearch | None:
+        """The store-backed first-hop search of table ``name``, or ``None`` without a store.
+
+        Args:
+            name: A table of :meth:`_searchable`.
+            snapshot: The retriever's snapshot (the id-to-row map is cached per snapshot).
+            ids: The snapshot's ids in row order (or a function returning them).
+            matrix: The snapshot's unit rows, to re-score candidates exactly.
+        """
+        if self._store_tables is None:
+            return None
+        return self._store_tables.row_search(name, snapshot, ids, matrix)
+
+    def _sync_store(self) -> None:
+        """Mirror the searched tables into the vector store (no-op without one)."""
+        if self._store_tables is None:
+            return
+        for name, (ids, matrix) in self._searchable().items():
+            self._store_tables.sync(name, ids, matrix)
+
+    def _attach_store(self) -> None:
+        """After a load: reuse the store's rows when it holds them, else write them."""
+        if self._store_tables is None:
+            return
+        for name, (ids, matrix) in self._searchable().items():
+            written = self._store_tables.attach(name, ids, matrix)
+            logger.info(
+                "%s: table %s %s the vector store (%d rows)",
+                self.index_kind,
+                name,
+                "written to" if written else "found in",
+                len(ids),
+            )
 
     # ------------------------------------------------------------- properties
 
@@ -184,6 +254,7 @@ class GraphIndexBase(BaseIndex[IndexList]):
             self._add_chunks(unique)
             for node in unique:
                 struct.add_node(node)
+            self._sync_store()
         return struct
 
     def _insert(self, nodes: Sequence[BaseNode], **kwargs: Any) -> None:
@@ -197,6 +268,7 @@ class GraphIndexBase(BaseIndex[IndexList]):
             self._add_chunks(new)
             for node in new:
                 self._index_struct.add_node(node)
+            self._sync_store()
 
     def delete_nodes(
         self, node_ids: list[str], delete_from_docstore: bool = False, **kwargs: Any
@@ -209,6 +281,7 @@ class GraphIndexBase(BaseIndex[IndexList]):
                 self._remove_chunks(gone)
                 drop = set(gone)
                 self._index_struct.nodes = [i for i in self._index_struct.nodes if i not in drop]
+                self._sync_store()
             if delete_from_docstore:
                 for node_id in gone:
                     self.docstore.delete_document(node_id, raise_error=False)
@@ -243,7 +316,16 @@ class GraphIndexBase(BaseIndex[IndexList]):
     # ----------------------------------------------------------- persistence
 
     def persist(self, persist_dir: str | os.PathLike) -> None:
-        """Write the index to ``persist_dir`` atomically (the old copy survives a failure)."""
+        """Write the index to ``persist_dir`` atomically (the old copy survives a failure).
+
+        With a ``vector_store`` the manifest also records the store's identity
+        (class, collection, address; never a token), the namespace and each
+        table's row count; the folder keeps the index's own matrices as well, so
+        it loads with or without the store.
+        """
+        extra = {}
+        if self._store_tables is not None:
+            extra["vector_store"] = self._store_tables.describe()
         with self._lock, atomic_dir(persist_dir) as tmp:
             write_manifest(
                 tmp,
@@ -252,6 +334,7 @@ class GraphIndexBase(BaseIndex[IndexList]):
                 config=self.config(),
                 chunk_ids=self.chunk_ids(),
                 index_class=f"{type(self).__module__}.{type(self).__qualname__}",
+                **extra,
             )
             docstore = SimpleDocumentStore()
             docstore.add_documents(self.get_chunks(self.chunk_ids()), allow_update=True)
@@ -268,28 +351,60 @@ class GraphIndexBase(BaseIndex[IndexList]):
         embed_model: BaseEmbedding | None = None,
         llm: LLM | None = None,
         callback_manager: CallbackManager | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        vector_namespace: str | None = None,
+        storage_context: StorageContext | None = None,
     ):
         """Load an index written by :meth:`persist` (format version checked).
 
         The embedder must be the one the index was built with; the manifest
         records its name, and a mismatch in dimension is an error.
+
+        Pass ``vector_store`` (connected to the same collection) to search the
+        external store again: rows it already holds are reused, missing or
+        stale tables are written from the folder. Without it the index searches
+        in memory, whatever it was built with.
+
+        Pass ``storage_context`` to keep the chunks in its docstore (any
+        LlamaIndex docstore: a ``SimpleDocumentStore`` persisted to a path,
+        DuckDB, Redis, MongoDB, Postgres, ...) instead of a fresh in-memory one;
+        chunks it lacks are copied into it from the folder.
         """
         folder = Path(persist_dir)
         manifest = read_manifest(folder, cls.index_kind, cls.format_version)
-        docstore = SimpleDocumentStore.from_persist_path(str(folder / DOCSTORE_FILE))
+        recorded = manifest.get("vector_store") or {}
+        if vector_namespace is None:
+            vector_namespace = recorded.get("namespace")
+        if recorded and vector_store is None:
+            logger.info(
+                "%s was built on %s; loading it without a vector store searches in memory",
+                folder,
+                recorded.get("class"),
+            )
+        saved = SimpleDocumentStore.from_persist_path(str(folder / DOCSTORE_FILE))
         struct = IndexList(nodes=list(manifest["chunk_ids"]))
+        if storage_context is None:
+            storage_context = StorageContext.from_defaults(docstore=saved)
+        else:
+            missing = [i for i in struct.nodes if not storage_context.docstore.document_exists(i)]
+            if missing:
+                logger.info("load: copying %d chunk(s) into the given docstore", len(missing))
+                storage_context.docstore.add_documents(saved.get_nodes(missing))
         index = cls(
             index_struct=struct,
-            storage_context=StorageContext.from_defaults(docstore=docstore),
+            storage_context=storage_context,
             embed_model=embed_model,
             llm=llm,
             callback_manager=callback_manager,
+            vector_store=vector_store,
+            vector_namespace=vector_namespace,
             **manifest.get("config", {}),
         )
         with index._lock:
             if (folder / GRAPH_FILE).is_file():
                 index._graph = TypedGraph.load(folder / GRAPH_FILE)
             index._load_state(folder, manifest)
+            index._attach_store()
         return index
 
     # --------------------------------------------------------------- engines

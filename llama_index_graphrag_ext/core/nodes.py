@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,29 @@ logger = logging.getLogger(__name__)
 #: Metadata key under which retrievers record why a node was chosen.
 EVIDENCE_KEY = "evidence"
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class DuplicateDocumentError(ValueError):
     """Two different documents share one id."""
+
+
+class EmptyQueryError(ValueError):
+    """A retriever was asked an empty (or whitespace-only) query."""
+
+
+def require_query(query_str: str | None, embedding: Sequence[float] | None = None) -> str:
+    """Return ``query_str``, or raise :class:`EmptyQueryError` if there is nothing to search for.
+
+    Retrievers call this first: an empty query has no correct answer, and
+    ranking the corpus against a blank embedding would return arbitrary chunks.
+    A query that brings its own ``embedding`` is accepted with an empty text.
+    """
+    if (query_str is None or not query_str.strip()) and embedding is None:
+        raise EmptyQueryError(
+            "the query is empty (or only whitespace): there is nothing to retrieve for"
+        )
+    return query_str or ""
 
 
 @dataclass
@@ -40,6 +61,7 @@ class InputReport:
     kept: int = 0
     empty: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Counts, JSON-ready."""
@@ -48,7 +70,23 @@ class InputReport:
             "kept": self.kept,
             "empty_skipped": len(self.empty),
             "duplicates_skipped": len(self.duplicates),
+            "unencodable_repaired": len(self.repaired),
         }
+
+
+def _without_surrogates(doc: Document, text: str) -> Document | None:
+    """A copy of ``doc`` whose lone surrogates became U+FFFD, or None if it has none.
+
+    Bytes decoded with ``errors="surrogateescape"`` (``os.fsdecode``, some
+    loaders) leave lone surrogates that UTF-8 cannot encode; LlamaIndex's
+    content hash would fail on them far from the cause.
+    """
+    clean = _SURROGATE.sub("\ufffd", text)
+    if clean == text:
+        return None
+    fixed = doc.model_copy(deep=False)
+    fixed.set_content(clean)  # a new text resource: the caller's document is untouched
+    return fixed
 
 
 def prepare_documents(
@@ -83,6 +121,10 @@ def prepare_documents(
         if not text or not text.strip():
             report.empty.append(doc.doc_id)
             continue
+        fixed = _without_surrogates(doc, text)
+        if fixed is not None:
+            report.repaired.append(doc.doc_id)
+            doc, text = fixed, fixed.get_content()
         previous = by_id.get(doc.doc_id)
         if previous is not None:
             report.duplicates.append(doc.doc_id)
@@ -101,6 +143,12 @@ def prepare_documents(
     if report.duplicates:
         logger.warning(
             "skipped %d duplicate document id(s): %s", len(report.duplicates), report.duplicates[:5]
+        )
+    if report.repaired:
+        logger.warning(
+            "replaced undecodable characters (lone surrogates) with U+FFFD in %d document(s): %s",
+            len(report.repaired),
+            report.repaired[:5],
         )
     return kept, report
 

@@ -6,6 +6,12 @@ matrix: exact search by one matrix-vector product. :class:`VectorStoreTable`
 keeps the vectors in any LlamaIndex vector store instead (Milvus, Qdrant,
 pgvector, ...) for corpora beyond one machine; its search is the store's own,
 so approximate stores may return slightly different neighbours.
+
+An index given a ``vector_store=`` keeps its searchable tables there through a
+:class:`StoreTables` (one :class:`VectorStoreTable` per table, all in one store,
+told apart by a namespaced table name), and its retrievers make their first-hop
+search through a :class:`RowSearch`, which maps the store's ids back to the rows
+of the retriever's snapshot and re-scores the candidates exactly.
 """
 
 from __future__ import annotations
@@ -14,13 +20,14 @@ import logging
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from .embeddings import normalize_rows, top_k
+from .embeddings import normalize_rows, top_k, top_k_of_scores
 from .persist import read_arrays, read_json, write_arrays, write_json
 
 logger = logging.getLogger(__name__)
@@ -250,3 +257,202 @@ class VectorStoreTable(VectorTable):
 
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._ids
+
+    @property
+    def ids(self) -> set[str]:
+        """The ids this table holds (a copy)."""
+        return set(self._ids)
+
+    def _table_filter(self):
+        from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+        return MetadataFilters(filters=[MetadataFilter(key="graphrag_table", value=self.name)])
+
+    def clear(self) -> None:
+        """Remove every row of this table from the store, known to this object or not."""
+        with self._lock:
+            try:
+                self.vector_store.delete_nodes(filters=self._table_filter())
+            except (NotImplementedError, TypeError, ValueError):
+                # A store without filtered deletes: remove the rows we know of.
+                if self._ids:
+                    self.vector_store.delete_nodes(node_ids=[self._node_id(i) for i in self._ids])
+            self._ids = set()
+
+    def attach(self, ids: Sequence[str], vectors: np.ndarray) -> bool:
+        """Take over rows an earlier process wrote, or write them when the store lacks them.
+
+        Used on load: a store that already holds this table (checked by looking
+        up the first and the last row's own vector, which must come back first)
+        is reused as it is; otherwise the table is cleared and ``vectors`` are
+        written.
+
+        Returns:
+            Whether the vectors were (re)written.
+        """
+        ids = list(ids)
+        if not ids:
+            self.clear()
+            return False
+        vectors = normalize_rows(vectors)
+        self._ids = set(ids)
+        probes = sorted({0, len(ids) - 1})
+        present = True
+        for row in probes:
+            found, scores = self.query(vectors[row], 1)
+            # A duplicate vector under another id may legitimately come first.
+            if not found or (found[0] != ids[row] and float(scores[0]) < 1.0 - 1e-4):
+                present = False
+                break
+        if present:
+            return False
+        logger.info("vector store table %s: absent or stale, writing %d rows", self.name, len(ids))
+        self.clear()
+        self.add(ids, vectors)
+        return True
+
+
+class RowSearch:
+    """First-hop top-k over the rows of a retrieval snapshot, through a :class:`VectorTable`.
+
+    The table (usually a :class:`VectorStoreTable`) proposes ``k + margin``
+    candidates; their ids are mapped to the snapshot's rows (ids the snapshot
+    does not know, written by a concurrent insert, are dropped) and, when the
+    snapshot's own matrix is given, re-scored exactly and ordered like
+    :func:`~.embeddings.top_k` (best first, ties to the lower row). So the
+    result equals the in-memory search whenever the store's candidates contain
+    the true top ``k``, which the margin makes robust to float noise at the cut.
+
+    Args:
+        table: Where to search.
+        ids: The snapshot's ids in row order.
+        matrix: The snapshot's unit rows (``None``: keep the store's scores).
+        margin: Extra candidates fetched beyond ``k``.
+    """
+
+    def __init__(
+        self,
+        table: VectorTable,
+        ids: Sequence[str],
+        matrix: np.ndarray | None = None,
+        margin: int = 8,
+    ) -> None:
+        self.table = table
+        self.row = {node_id: r for r, node_id in enumerate(ids)}
+        self.matrix = matrix
+        self.margin = int(margin)
+
+    def __call__(self, vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, scores)`` of the ``k`` best rows for ``vector``, best first."""
+        if k <= 0 or not self.row:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        vector = normalize_rows(vector)[0]
+        ids, store_scores = self.table.query(vector, int(k) + self.margin)
+        pairs = [(self.row[i], s) for i, s in zip(ids, store_scores, strict=True) if i in self.row]
+        if not pairs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        rows = np.fromiter((r for r, _ in pairs), dtype=np.int64, count=len(pairs))
+        rows = np.unique(rows)  # sorted: lower rows first among equal scores
+        if self.matrix is not None:
+            scores = (self.matrix[rows] @ vector).astype(np.float32)
+        else:
+            by_row = dict(pairs)
+            scores = np.asarray([by_row[r] for r in rows.tolist()], dtype=np.float32)
+        order, top = top_k_of_scores(scores, k)
+        return rows[order], top
+
+
+def store_identity(vector_store: Any) -> dict[str, Any]:
+    """What identifies a vector store in a manifest: its class and, when it has them,
+    its collection and its address (never a token or a password)."""
+    out: dict[str, Any] = {
+        "class": f"{type(vector_store).__module__}.{type(vector_store).__name__}"
+    }
+    for key in ("collection_name", "uri", "index_name", "table_name"):
+        value = getattr(vector_store, key, None)
+        if isinstance(value, str) and value:
+            if "://" in value and "@" in value.split("://", 1)[1].split("/", 1)[0]:
+                scheme, rest = value.split("://", 1)
+                value = f"{scheme}://{rest.split('@', 1)[1]}"  # drop user:password@
+            out[key] = value
+    return out
+
+
+class StoreTables:
+    """An index's searchable tables in one external vector store.
+
+    Each table is a :class:`VectorStoreTable` named ``<namespace>/<table>``, so
+    several tables, and several indexes with distinct namespaces, share one
+    collection. The index keeps its own in-memory matrices (its graph
+    construction and scoring need them) and mirrors the rows its retrievers
+    search into the store with :meth:`sync`.
+
+    Args:
+        vector_store: Any LlamaIndex ``BasePydanticVectorStore`` with metadata filters.
+        namespace: Prefix of the table names (the index kind by default).
+    """
+
+    def __init__(self, vector_store: BasePydanticVectorStore, namespace: str) -> None:
+        self.vector_store = vector_store
+        self.namespace = namespace
+        self._tables: dict[str, VectorStoreTable] = {}
+        self._searches: dict[str, tuple[object, RowSearch]] = {}
+        self._lock = threading.Lock()
+
+    def table(self, name: str) -> VectorStoreTable:
+        """The store-backed table ``name`` (made on first use)."""
+        with self._lock:
+            table = self._tables.get(name)
+            if table is None:
+                table = VectorStoreTable(self.vector_store, f"{self.namespace}/{name}")
+                self._tables[name] = table
+            return table
+
+    def sync(self, name: str, ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Make table ``name`` hold exactly ``ids``: write the new rows, delete the gone ones.
+
+        Rows are keyed by id: an id whose vector changed must be deleted and
+        written again by the caller (the suite's ids are content- or
+        chunk-derived, so a changed vector always comes with a changed id).
+        """
+        table = self.table(name)
+        have = table.ids
+        want = {i: r for r, i in enumerate(ids)}
+        gone = [i for i in have if i not in want]
+        if gone:
+            table.delete(gone)
+        new = [r for i, r in want.items() if i not in have]
+        if new:
+            table.add([ids[r] for r in new], np.asarray(vectors)[new])
+
+    def attach(self, name: str, ids: Sequence[str], vectors: np.ndarray) -> bool:
+        """After a load: reuse the store's rows of table ``name`` or write them (see
+        :meth:`VectorStoreTable.attach`)."""
+        return self.table(name).attach(ids, vectors)
+
+    def row_search(
+        self,
+        name: str,
+        snapshot: object,
+        ids: Sequence[str] | Callable[[], Sequence[str]],
+        matrix: np.ndarray | None = None,
+    ) -> RowSearch:
+        """A :class:`RowSearch` of table ``name`` over one snapshot's rows.
+
+        Cached per table while ``snapshot`` (any object, compared by identity)
+        stays the current one, so the id-to-row map is built once per change.
+        """
+        cached = self._searches.get(name)
+        if cached is not None and cached[0] is snapshot:
+            return cached[1]
+        search = RowSearch(self.table(name), ids() if callable(ids) else ids, matrix)
+        self._searches[name] = (snapshot, search)
+        return search
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest record: the store's identity, the namespace and each table's size."""
+        return {
+            **store_identity(self.vector_store),
+            "namespace": self.namespace,
+            "tables": {name: len(t) for name, t in sorted(self._tables.items())},
+        }

@@ -35,7 +35,7 @@ from pydantic import Field, PrivateAttr, SerializeAsAny
 from ..core.cache import LLMCache
 from ..core.defaults import resolve_embed_model, resolve_llm
 from ..core.embeddings import embed_texts
-from ..core.llm import LLMOutputError, StructuredLLM, UsageMeter
+from ..core.llm import LLMOutputError, RetryPolicy, StructuredLLM, UsageMeter
 from ..core.nlp import (
     DEFAULT_ENTITY_LABELS,
     Entity,
@@ -188,6 +188,8 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
     min_unit_chars: int = Field(default=3, gt=0, description="Shorter units are dropped.")
     num_workers: int = Field(default=4, gt=0, description="Concurrent LLM calls.")
     repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable JSON.")
+    max_attempts: int = Field(default=3, gt=0, description="Attempts per LLM call (retries).")
+    timeout: float | None = Field(default=120.0, gt=0, description="Seconds per LLM attempt.")
     allow_weak_llm: bool = Field(
         default=False, description="Use the embedded SmolLM2 for extraction anyway."
     )
@@ -289,7 +291,13 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
 
     def _structured(self, llm: LLM) -> StructuredLLM:
         cache = LLMCache(Path(self.cache_path)) if self.cache_path else None
-        return StructuredLLM(llm, cache=cache, max_concurrency=self.num_workers, meter=self._meter)
+        return StructuredLLM(
+            llm,
+            cache=cache,
+            retry=RetryPolicy(max_attempts=self.max_attempts, timeout=self.timeout),
+            max_concurrency=self.num_workers,
+            meter=self._meter,
+        )
 
     async def _allm_units(self, llm: LLM, texts: Sequence[str]) -> list[list[str] | Exception]:
         structured = self._structured(llm)

@@ -114,6 +114,19 @@ class MultiPartiteIndex(GraphIndexBase):
                     unit_entity_edges.append((uid, eid))
         g.add_edges(chunk_unit_edges, HAS_UNIT)
         g.add_edges(unit_entity_edges, MENTIONS)
+        no_entity = [
+            n.node_id for n, units in zip(nodes, result.units, strict=True)
+            if not any(u.entities for u in units)
+        ]  # fmt: skip
+        if no_entity:
+            # Q-Iter walks entities; such chunks are reached only by the dense fill.
+            logger.warning(
+                "CUE index: %d of %d chunk(s) have no entity; Q-Iter paths cannot reach them, "
+                "only the dense fill can (e.g. a language the NER model lacks): %s",
+                len(no_entity),
+                len(nodes),
+                no_entity[:5],
+            )
         progress = getattr(self, "_show_progress", False)
         chunk_texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
         self._chunks.add(
@@ -167,6 +180,17 @@ class MultiPartiteIndex(GraphIndexBase):
         self._units.delete(dead_units)
         self._entities.delete(dead_entities)
         self._view = None
+
+    def _searchable(self) -> dict[str, tuple[Sequence[str], Any]]:
+        # Entity anchoring searches entities and units; the dense fill searches chunks.
+        return {
+            name: (table.ids, table.matrix)
+            for name, table in (
+                ("units", self._units),
+                ("entities", self._entities),
+                ("chunks", self._chunks),
+            )
+        }
 
     # ------------------------------------------------------------------ view
 

@@ -14,7 +14,7 @@ Everything is adjacency look-ups and small matrix slices: no loop over the corpu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +78,8 @@ def anchor_entities(
     *,
     use_sa: bool = True,
     use_ka: bool = True,
+    entity_search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    unit_search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Anchoring:
     """Entity-Anchoring (Algorithm 4).
 
@@ -88,18 +90,27 @@ def anchor_entities(
         top_k: K: entity matches per query entity and anchor units.
         use_sa: Spreading Activation (lines 3-7).
         use_ka: Knowledge Anchoring (lines 8-10).
+        entity_search: Top-k entity rows from an external vector store (``None``:
+            exact, in memory); see :class:`~..core.vectors.RowSearch`.
+        unit_search: The same for knowledge units.
     """
     out = Anchoring()
     seen: dict[int, None] = {}
     if use_sa and query_entities and len(view.entity_ids):
         names = list(query_entities)
-        sims = np.stack([query_entities[n] for n in names]) @ view.entity_matrix.T
-        for name, row in zip(names, sims, strict=True):
-            idx, _ = top_k_of_scores(row, top_k)
+        if entity_search is not None:
+            found = [entity_search(query_entities[n], top_k)[0] for n in names]
+        else:
+            sims = np.stack([query_entities[n] for n in names]) @ view.entity_matrix.T
+            found = [top_k_of_scores(row, top_k)[0] for row in sims]
+        for name, idx in zip(names, found, strict=True):
             out.spreading[name] = [int(j) for j in idx]
             seen.update(dict.fromkeys(out.spreading[name]))
     if use_ka and len(view.unit_ids):
-        idx, _ = top_k_of_scores(view.unit_matrix @ query_vec, top_k)
+        if unit_search is not None:
+            idx, _ = unit_search(query_vec, top_k)
+        else:
+            idx, _ = top_k_of_scores(view.unit_matrix @ query_vec, top_k)
         out.knowledge_units = [int(i) for i in idx]
         for u in out.knowledge_units:
             seen.update(dict.fromkeys(int(e) for e in view.unit_entities[u]))

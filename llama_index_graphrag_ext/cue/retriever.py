@@ -20,7 +20,7 @@ from ..core.defaults import resolve_llm
 from ..core.embeddings import aembed_query, aembed_texts, embed_query, embed_texts, top_k_of_scores
 from ..core.llm import LLMOutputError, StructuredLLM, run_sync
 from ..core.nlp import extract_entities, load_spacy, normalize_entity
-from ..core.nodes import with_evidence
+from ..core.nodes import require_query, with_evidence
 from .extractor import _is_embedded_llm
 from .prompts import QUERY_ENTITY_PROMPT
 from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
@@ -204,8 +204,16 @@ class QIterRetriever(BaseRetriever):
         entity_vecs: dict[str, np.ndarray],
         view: CueGraphView,
     ) -> list[NodeWithScore]:
+        index = self._index
         anchoring = anchor_entities(
-            view, query_vec, entity_vecs, self.top_k, use_sa=self.use_sa, use_ka=self.use_ka
+            view,
+            query_vec,
+            entity_vecs,
+            self.top_k,
+            use_sa=self.use_sa,
+            use_ka=self.use_ka,
+            entity_search=index.row_search("entities", view, view.entity_ids, view.entity_matrix),
+            unit_search=index.row_search("units", view, view.unit_ids, view.unit_matrix),
         )
         kept = beam_search(
             view,
@@ -274,8 +282,12 @@ class QIterRetriever(BaseRetriever):
             results.append(with_evidence(chunks[cid], float(scores[i]), evidence))
         if self.fill == "dense" and len(results) < self.top_n and len(view.chunk_ids):
             have = {r.node.node_id for r in results}
-            sims = view.chunk_matrix @ query_vec
-            idx, vals = top_k_of_scores(sims, self.top_n + len(have))
+            search = self._index.row_search("chunks", view, view.chunk_ids, view.chunk_matrix)
+            if search is not None:
+                idx, vals = search(query_vec, self.top_n + len(have))
+            else:
+                sims = view.chunk_matrix @ query_vec
+                idx, vals = top_k_of_scores(sims, self.top_n + len(have))
             extra = [
                 (view.chunk_ids[j], float(s))
                 for j, s in zip(idx.tolist(), vals.tolist(), strict=True)
@@ -297,8 +309,8 @@ class QIterRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         view = self._index.view()
-        query = query_bundle.query_str
-        if not view.unit_ids or not query.strip():
+        query = require_query(query_bundle.query_str)
+        if not view.unit_ids:
             return []
         query_vec = embed_query(self._index.embed_model, query)
         entity_vecs: dict[str, np.ndarray] = {}
@@ -311,8 +323,8 @@ class QIterRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         view = self._index.view()
-        query = query_bundle.query_str
-        if not view.unit_ids or not query.strip():
+        query = require_query(query_bundle.query_str)
+        if not view.unit_ids:
             return []
         query_vec = await aembed_query(self._index.embed_model, query)
         entity_vecs: dict[str, np.ndarray] = {}

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import format_table
+from .runner import COLUMNS, format_table
 
 HEADER = """# Results
 
@@ -73,6 +73,12 @@ def reproduce_command(report: dict[str, Any]) -> str:
     return " \\\n    ".join(parts)
 
 
+def _no_llm_calls(report: dict[str, Any]) -> bool:
+    rows = [r for r in report["methods"].values() if "error" not in r]
+    keys = [c[0] for c in COLUMNS if c[0].startswith("llm_")]
+    return bool(rows) and all(r.get(k) == 0 for r in rows for k in keys)
+
+
 def _facts(report: dict[str, Any]) -> list[str]:
     lines = []
     for name, row in report["methods"].items():
@@ -112,8 +118,11 @@ def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
         setting.append("embedding cache")
     lines += ["*" + "; ".join(setting) + f"; report `{path.name}`.*", ""]
     lines += ["```bash", reproduce_command(report), "```", ""]
-    table = format_table(report).split("\n", 2)[2]  # drop the caption line
+    # Drop the caption line, and LLM columns that are zero throughout (said below).
+    table = format_table(report, drop_zero=True).split("\n", 2)[2]
     lines += [table, ""]
+    if _no_llm_calls(report):
+        lines += ["No LLM calls were made (the LLM call and token columns are all zero).", ""]
     if plot:
         lines += [f"![recall@k, {title}]({plot})", ""]
     facts = _facts(report)

@@ -287,10 +287,18 @@ COLUMNS = (
 )
 
 
-def format_table(report: dict[str, Any]) -> str:
-    """The report as a Markdown table (columns without any value are left out)."""
+def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
+    """The report as a Markdown table (columns without any value are left out).
+
+    Args:
+        report: A runner report.
+        drop_zero: Also leave out columns that are zero for every method (the LLM
+            columns of an LLM-free run), to keep the table narrow.
+    """
     rows = report["methods"]
     cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in rows.values())]
+    if drop_zero:
+        cols = [c for c in cols if any(r.get(c[0]) not in (None, 0) for r in rows.values())]
     header = ["method", "tier", *[c[1] for c in cols]]
     lines = [
         f"{report['bench']}: {report['questions']} questions, {report['passages']} passages"

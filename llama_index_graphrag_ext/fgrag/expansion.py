@@ -22,14 +22,14 @@ Eqs. 6-7 and the two BFS passes for one query entity:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode
 
-from ..core.embeddings import top_k
+from ..core.embeddings import top_k, top_k_of_scores
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,9 @@ class EntityGraph:
         self.rel_sources = [list(s) for s in rel_sources]
         self.chunks = dict(chunks or {})
         self.index_of = {name: i for i, name in enumerate(self.names)}
+        #: Top-k entity rows from an external vector store (set by the index that
+        #: has one; ``None``: exact search over ``vectors``).
+        self.searcher: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None
         n = len(self.names)
         if self.vectors.shape[0] != n:
             raise ValueError(f"{n} entities but {self.vectors.shape[0]} vectors")
@@ -156,7 +159,10 @@ class EntityGraph:
         """Top-``n`` entities by cosine to ``vector`` (Eqs. 6-7's ``Match``)."""
         if len(self) == 0:
             return []
-        idx, scores = top_k(self.vectors, vector, n)
+        if self.searcher is not None:
+            idx, scores = self.searcher(vector, n)
+        else:
+            idx, scores = top_k(self.vectors, vector, n)
         return [(int(i), float(s)) for i, s in zip(idx, scores, strict=True)]
 
     def bfs(
@@ -277,7 +283,11 @@ def expand(
     if len(graph) == 0:
         return result
     query_scores = graph.vectors @ np.asarray(query_vector, dtype=np.float32)
-    weak = graph.match(query_vector, top_n)  # Eq. 6
+    if graph.searcher is None:  # Eq. 6 from the scores just computed: one product, not two
+        idx, scores = top_k_of_scores(query_scores, top_n)
+        weak = [(int(i), float(s)) for i, s in zip(idx, scores, strict=True)]
+    else:
+        weak = graph.match(query_vector, top_n)  # Eq. 6
     result.weak = [(graph.names[i], s) for i, s in weak]
     taken: set[tuple[str, str]] = set()
     found, visited = graph.bfs(

@@ -492,7 +492,8 @@ class FGRAGExtractor(TransformComponent):
         """Extraction and gleaning for one text; raises if the LLM call fails."""
         llm = self.structured
         prompt = self._fmt(self.extract_prompt, text=text)
-        answer = await llm.acomplete(prompt)
+        # An answer without entities is not cached, so a rerun asks again.
+        answer = await llm.acomplete(prompt, accept=lambda a: bool(parse_extraction(a).entities))
         result = parse_extraction(answer)
         history = f"{prompt}{answer}"
         # Gleaning only refines a usable answer; an unusable one falls back instead.

@@ -42,12 +42,15 @@ from llama_index.core.llms import LLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index.core.storage.storage_context import StorageContext
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.llm import run_sync
+from ..core.nodes import prepare_documents
 from ..core.persist import atomic_dir, read_manifest, write_manifest
+from ..core.vectors import StoreTables
 from .expansion import EntityGraph
 from .extract import (
     BUILT_BY,
@@ -116,6 +119,11 @@ class FGRAGIndex(PropertyGraphIndex):
         show_progress: Show progress bars.
         callback_manager: Callbacks; ``Settings`` when omitted.
         storage_context: A storage context to use.
+        vector_store: A LlamaIndex vector store (Milvus, Qdrant, ...) for the
+            entity vectors that query entities are matched against (Eqs. 6-7);
+            ``None`` matches in memory. The vectors also stay on the entity
+            nodes of the property graph store, which remains the source of truth.
+        vector_namespace: Prefix of the entity table's name in the store (``fgrag``).
         **kwargs: Passed on to ``PropertyGraphIndex``.
 
     Example:
@@ -135,8 +143,17 @@ class FGRAGIndex(PropertyGraphIndex):
         show_progress: bool = False,
         callback_manager: Any = None,
         storage_context: StorageContext | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        vector_namespace: str | None = None,
         **kwargs: Any,
     ) -> None:
+        # Kept apart from PropertyGraphIndex's own vector_store (which would embed
+        # kg nodes its way): the entity vectors are FG-RAG's (see entity_text).
+        self._store_tables = (
+            StoreTables(vector_store, vector_namespace or KIND)
+            if vector_store is not None
+            else None
+        )
         if max_descriptions_per_entity <= 0:
             raise ValueError("max_descriptions_per_entity must be > 0")
         kwargs.pop("embed_kg_nodes", None)  # entity vectors are ours (see entity_text)
@@ -176,12 +193,13 @@ class FGRAGIndex(PropertyGraphIndex):
     ) -> FGRAGIndex:
         """Chunk documents (1200/100 tokens unless ``transformations`` says otherwise) and index them.
 
-        Empty documents are skipped and counted in the log.
+        Documents go through the suite's input hygiene first
+        (:func:`~llama_index_graphrag_ext.core.nodes.prepare_documents`): empty and
+        repeated ones are skipped and counted, two different texts under one id
+        raise ``DuplicateDocumentError``.
         """
-        kept = [d for d in documents if d.get_content().strip()]
-        if len(kept) < len(documents):
-            logger.warning("FG-RAG: skipped %d empty document(s)", len(documents) - len(kept))
-        return super().from_documents(  # type: ignore[return-value]
+        kept, report = prepare_documents(documents)
+        index = super().from_documents(  # type: ignore[return-value]
             kept,
             storage_context=storage_context,
             show_progress=show_progress,
@@ -189,6 +207,8 @@ class FGRAGIndex(PropertyGraphIndex):
             transformations=transformations or [default_chunker()],
             **kwargs,
         )
+        index.input_report = report
+        return index
 
     @property
     def embed_model(self) -> BaseEmbedding:
@@ -213,9 +233,12 @@ class FGRAGIndex(PropertyGraphIndex):
         entities: dict[str, EntityNode] = {}
         relations: dict[tuple[str, str, str], Relation] = {}
         others: list[LabelledNode] = []
+        no_entity: list[str] = []
         for node in nodes:
             kg_nodes = node.metadata.pop(KG_NODES_KEY, None) or []
             kg_rels = node.metadata.pop(KG_RELATIONS_KEY, None) or []
+            if not any(isinstance(kg, EntityNode) for kg in kg_nodes):
+                no_entity.append(node.node_id)
             for kg in kg_nodes:
                 if not isinstance(kg, EntityNode):
                     others.append(kg)
@@ -251,10 +274,20 @@ class FGRAGIndex(PropertyGraphIndex):
                     [node.node_id] * len(descs),
                     self._max_descriptions,
                 )
+        if no_entity:
+            # Retrieval reaches chunks only through entities: say which ones it cannot reach.
+            logger.warning(
+                "FG-RAG index: %d of %d chunk(s) gave no entity and no query can reach them "
+                "(text the extractor cannot read, e.g. a language its NER model lacks): %s",
+                len(no_entity),
+                len(nodes),
+                no_entity[:5],
+            )
         store = self.property_graph_store
         with self._snapshot_lock:
             self._merge_with_store(store, entities, relations)
             self._embed_entities(list(entities.values()))
+            self._store_entities(list(entities.values()))
             store.upsert_llama_nodes(nodes)
             if others:
                 store.upsert_nodes(others)
@@ -331,6 +364,21 @@ class FGRAGIndex(PropertyGraphIndex):
         for entity, vector in zip(entities, matrix, strict=True):
             entity.embedding = vector.tolist()
 
+    @property
+    def external_vector_store(self) -> BasePydanticVectorStore | None:
+        """The vector store holding the entity vectors (``None``: matched in memory)."""
+        return self._store_tables.vector_store if self._store_tables is not None else None
+
+    def _store_entities(self, entities: Sequence[EntityNode], gone: Sequence[str] = ()) -> None:
+        """Write (or replace) entity vectors in the external store and drop ``gone`` ones."""
+        if self._store_tables is None:
+            return
+        table = self._store_tables.table("entities")
+        if gone:
+            table.delete(list(gone))
+        if entities:
+            table.add([e.id for e in entities], np.asarray([e.embedding for e in entities]))
+
     # ----------------------------------------------------------------- deletion
 
     def delete_ref_doc(
@@ -359,6 +407,7 @@ class FGRAGIndex(PropertyGraphIndex):
                 if _drop_sources(rel.properties, chunk_ids):
                     (kept_rels if rel.properties.get(DESCRIPTIONS) else dead_rels).append(rel)
             self._embed_entities(touched)
+            self._store_entities(touched, gone=[n.id for n in emptied])
             if touched:
                 store.upsert_nodes(touched)
             if kept_rels:
@@ -390,7 +439,12 @@ class FGRAGIndex(PropertyGraphIndex):
         """The current read-only snapshot of the graph (rebuilt after changes)."""
         with self._snapshot_lock:
             if self._snapshot is None:
-                self._snapshot = build_snapshot(self.property_graph_store, self._fg_embed_model)
+                snapshot = build_snapshot(self.property_graph_store, self._fg_embed_model)
+                if self._store_tables is not None:  # Eqs. 6-7's Match in the vector store
+                    snapshot.searcher = self._store_tables.row_search(
+                        "entities", snapshot, snapshot.names, snapshot.vectors
+                    )
+                self._snapshot = snapshot
             return self._snapshot
 
     def as_retriever(self, **kwargs: Any) -> BaseRetriever:  # type: ignore[override]
@@ -408,7 +462,14 @@ class FGRAGIndex(PropertyGraphIndex):
     # ----------------------------------------------------------------- persistence
 
     def persist(self, persist_dir: str | Path) -> None:
-        """Write the storage context and FG-RAG's settings atomically to ``persist_dir``."""
+        """Write the storage context and FG-RAG's settings atomically to ``persist_dir``.
+
+        With a ``vector_store`` the manifest also records its identity and the
+        entity table's size; the property graph store keeps the vectors too.
+        """
+        extra = {}
+        if self._store_tables is not None:
+            extra["vector_store"] = self._store_tables.describe()
         with self._snapshot_lock, atomic_dir(persist_dir) as tmp:
             self.storage_context.persist(persist_dir=str(tmp))
             write_manifest(
@@ -418,6 +479,7 @@ class FGRAGIndex(PropertyGraphIndex):
                 max_descriptions_per_entity=self._max_descriptions,
                 extractors=self._extractors_used,
                 embed_model=getattr(self._fg_embed_model, "model_name", ""),
+                **extra,
             )
 
     @classmethod
@@ -427,6 +489,7 @@ class FGRAGIndex(PropertyGraphIndex):
         embed_model: BaseEmbedding | None = None,
         llm: LLM | None = None,
         property_graph_store: PropertyGraphStore | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
         **kwargs: Any,
     ) -> FGRAGIndex:
         """Load an index written by :meth:`persist`.
@@ -436,6 +499,9 @@ class FGRAGIndex(PropertyGraphIndex):
             embed_model: Must be the embedder the index was built with.
             llm: LLM for later inserts and for the query engine.
             property_graph_store: An external store to use instead of the persisted one.
+            vector_store: The vector store the entity vectors were kept in (the same
+                collection): its rows are reused when present, else written.
+                Without it, entities are matched in memory.
             **kwargs: Passed to the constructor.
 
         Raises:
@@ -445,14 +511,22 @@ class FGRAGIndex(PropertyGraphIndex):
         storage_context = StorageContext.from_defaults(persist_dir=str(persist_dir))
         store = property_graph_store or storage_context.property_graph_store
         kwargs.setdefault("max_descriptions_per_entity", manifest["max_descriptions_per_entity"])
-        return cls(
+        recorded = manifest.get("vector_store") or {}
+        if vector_store is not None:
+            kwargs.setdefault("vector_namespace", recorded.get("namespace"))
+        index = cls(
             nodes=[],
             llm=llm,
             property_graph_store=store,
             embed_model=embed_model,
             storage_context=storage_context,
+            vector_store=vector_store,
             **kwargs,
         )
+        if index._store_tables is not None:
+            snapshot = index.graph_snapshot()
+            index._store_tables.attach("entities", snapshot.names, snapshot.vectors)
+        return index
 
     def stats(self) -> dict[str, Any]:
         """Counts for reports: entities, relations, chunks and which extractor built them."""

@@ -31,7 +31,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.embeddings import embed_query, embed_texts
 from ..core.nlp import load_spacy, normalize_entity
-from ..core.nodes import with_evidence
+from ..core.nodes import require_query, with_evidence
 from .expansion import Expansion, expand
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ class FGRAGRetriever(BaseRetriever):
         return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.rank_chunks(self.expand(query_bundle.query_str))
+        return self.rank_chunks(self.expand(require_query(query_bundle.query_str)))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)

@@ -9,8 +9,9 @@
   strong LLM; with the embedded one chunks stay passages (logged).
 
 Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
-``lprag-pseudo-sage``) and the training settings ``epochs``, ``hidden``,
-``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``.
+``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,
+``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``,
+and ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`.bridges`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .index import ChunkQueryLinkIndex
 
 logger = logging.getLogger(__name__)
 
-_PREDICTOR = r"(?:-(?P<predictor>ncn|sage|gcn|mlp))?"
+_PREDICTOR = r"(?:-(?P<predictor>ncn|sage|gcn|mlp))?(?:-(?P<bridges>bridges))?"
 
 
 def _settings(ctx: BenchContext) -> dict[str, Any]:
@@ -43,6 +44,9 @@ def _settings(ctx: BenchContext) -> dict[str, Any]:
         "hard_negative_fraction": ctx.option("hard", 0.0),
         "query_neighbors": ctx.option("query_neighbors", 10),
         "k": ctx.option("k", 5),
+        "bridges": ctx.option(
+            "bridges", False, cast=lambda s: s.lower() in ("1", "true", "yes", "bridges")
+        ),
         "seed": ctx.option("seed", 0),
         "threads": ctx.option("threads", 2),
     }

@@ -27,7 +27,7 @@ from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
 from pydantic import Field, PrivateAttr
 
 from ..core.cache import LLMCache
-from ..core.llm import StructuredLLM, parse_numbered_lines
+from ..core.llm import RetryPolicy, StructuredLLM, parse_numbered_lines
 from ..core.nlp import split_long_text, split_sentences_batch
 from ..core.nodes import chunk_id
 from .prompts import ATOMIC_CHUNK_PROMPT
@@ -101,6 +101,8 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
         llm: The LLM; ``None`` means sentence chunking (LLM-free).
         max_chars: Longest paragraph sent in one call.
         max_concurrency: LLM calls in flight at once.
+        max_attempts: Attempts per LLM call (errors, timeouts, rate limits are retried).
+        timeout: Seconds allowed per attempt (``None``: no limit).
         cache_path: Optional sqlite LLM cache file (a second run makes no calls).
         allow_embedded_llm: Use the embedded SmolLM2 anyway (by default it is
             detected and the sentence fallback is used, since it cannot follow
@@ -111,6 +113,8 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
     llm: LLM | None = Field(default=None, description="LLM that writes the chunks.", exclude=True)
     max_chars: int = Field(default=3000, gt=0, description="Longest paragraph per LLM call.")
     max_concurrency: int = Field(default=4, gt=0, description="LLM calls in flight at once.")
+    max_attempts: int = Field(default=3, gt=0, description="Attempts per LLM call (retries).")
+    timeout: float | None = Field(default=120.0, gt=0, description="Seconds per LLM attempt.")
     cache_path: str | None = Field(default=None, description="sqlite LLM response cache.")
     allow_embedded_llm: bool = Field(
         default=False, description="Use the embedded SmolLM2 instead of falling back."
@@ -191,10 +195,21 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
             structured = StructuredLLM(
                 llm,
                 cache=LLMCache(self.cache_path) if self.cache_path else None,
+                retry=RetryPolicy(max_attempts=self.max_attempts, timeout=self.timeout),
                 max_concurrency=self.max_concurrency,
             )
             prompts = [self._prompt.format(text=p) for _, p in paragraphs]
-            answers = structured.map(prompts, show_progress=show_progress, desc="Atomic chunks")
+
+            def usable(answer: str) -> bool:
+                return bool(parse_bracketed_items(answer, min_chars=self.min_chars))
+
+            async def ask(prompt: str) -> str:
+                # Unusable answers stay out of the cache, so a rerun asks again.
+                return await structured.acomplete(prompt, accept=usable)
+
+            answers = structured.map(
+                prompts, ask, show_progress=show_progress, desc="Atomic chunks"
+            )
         pieces: list[list[str]] = []
         fallback_rows: list[int] = []
         for row, answer in enumerate(answers):

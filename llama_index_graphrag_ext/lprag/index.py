@@ -31,11 +31,12 @@ import numpy as np
 import torch
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges
+from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges, top_k
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.vectors import InMemoryVectorTable
+from .bridges import bridge_edges, bridge_queries, title_mentions, union_edges
 from .chunker import is_embedded_llm
 from .models import (
     PREDICTORS,
@@ -119,6 +120,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         query_source: str = "auto",
         max_llm_batches: int | None = None,
         pseudo_max_words: int = 20,
+        bridges: bool = False,
         hidden: int = 256,
         layers: int = 1,
         lr: float = 0.0043,
@@ -161,6 +163,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             "query_source": query_source,
             "max_llm_batches": max_llm_batches,
             "pseudo_max_words": pseudo_max_words,
+            "bridges": bool(bridges),
             "update_policy": update_policy,
             "finetune_epochs": finetune_epochs,
             "llm_cache_path": llm_cache_path,
@@ -190,6 +193,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self.build_stats: dict[str, Any] = {}
         self._rng = np.random.default_rng(seed)
         self._graph = TypedGraph()
+        self._mentions: list[tuple[int, int]] = []
 
     def config(self) -> dict[str, Any]:
         """Settings stored in the manifest (and passed back on load)."""
@@ -228,7 +232,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         )
         first_build = self._model is None
         self._chunks.add([n.node_id for n in nodes], vectors)
-        self._relink()
+        self._relink(nodes)
         # §3.2 / A.2: batches and queries for the new chunks only.
         row = {cid: i for i, cid in enumerate(self._chunks.ids)}
         targets = [row[n.node_id] for n in nodes]
@@ -258,10 +262,45 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._relink()
         self._refresh()
 
-    def _relink(self) -> None:
-        """Mutual-kNN chunk graph with cosine weights (Eq. 4-5), blocked exact search."""
-        idx, sims = knn_graph(self._chunks.matrix, int(self._settings["k"]))
+    def _searchable(self) -> dict[str, tuple[Sequence[str], np.ndarray]]:
+        # The query node's message edges go to its M nearest chunks (§3.4).
+        return {"chunks": (self._chunks.ids, self._chunks.matrix)}
+
+    def nearest_chunk_rows(self, snapshot: _Snapshot, vector: np.ndarray, k: int) -> np.ndarray:
+        """Rows of ``snapshot``'s ``k`` chunks nearest a unit ``vector``, best first.
+
+        Exact in memory, or the ``vector_store``'s search when the index has one
+        (candidates re-scored exactly; see :class:`~..core.vectors.RowSearch`).
+        """
+        search = self.row_search("chunks", snapshot, snapshot.chunk_ids, snapshot.z_chunks)
+        if search is None:
+            return top_k(snapshot.z_chunks, vector, k)[0]
+        return search(vector, k)[0]
+
+    def _relink(self, new_nodes: Sequence[BaseNode] = ()) -> None:
+        """Mutual-kNN chunk graph with cosine weights (Eq. 4-5), blocked exact search.
+
+        With ``bridges`` on, title-mention edges join it (see :mod:`.bridges`).
+        """
+        matrix = self._chunks.matrix
+        idx, sims = knn_graph(matrix, int(self._settings["k"]))
         self._edges = mutual_knn_edges(idx, sims)
+        self._mentions = []
+        if self._settings["bridges"] and len(matrix):
+            titles, texts = self._titles_and_texts(new_nodes)
+            self._mentions = title_mentions(titles, texts)
+            extra = bridge_edges(self._mentions, matrix)
+            self._edges = union_edges(self._edges, extra, len(matrix))
+            self.build_stats["bridge_pairs"] = len(self._mentions)
+            self.build_stats["bridge_edges"] = int(len(extra[0]))
+
+    def _titles_and_texts(self, new_nodes: Sequence[BaseNode]) -> tuple[list, list[str]]:
+        ids = self._chunks.ids
+        known = {n.node_id: n for n in new_nodes}
+        missing = [i for i in ids if i not in known]
+        known.update(zip(missing, self.get_chunks(missing), strict=True))
+        nodes = [known[i] for i in ids]
+        return [n.metadata.get("title") for n in nodes], [n.get_content() for n in nodes]
 
     def _write_queries(self, targets: list[int], texts_by_id: dict[str, str]) -> None:
         ids = self._chunks.ids
@@ -304,6 +343,19 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             stats["llm_batches"] = sum(1 for q in answers if q)
             stats.update({f"llm_{k}": v for k, v in generator.stats.items() if k != "queries"})
         fallback = [b for b, qs in enumerate(llm_queries) if not qs]
+        bridge: list[tuple[str, list[int]]] = []
+        if self._settings["bridges"] and getattr(self, "_mentions", None):
+            sources = sorted({a for a, _ in self._mentions} & set(targets))
+            titles, _ = self._titles_and_texts(())
+            sents = dict(zip(sources, chunk_sentences([docs[i] for i in sources]), strict=True))
+            bridge = bridge_queries(
+                self._mentions,
+                titles,
+                _Lookup(sents),
+                sources,
+                self._rng,
+                max_words=int(self._settings["pseudo_max_words"]),
+            )
         pseudo: list[list[str]] = [[] for _ in batches]
         if fallback:
             need = sorted({int(c) for b in fallback for c in batches[b]})
@@ -324,6 +376,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                 for text in qs:
                     qid = "q:" + hashlib.sha1(f"{chunk_ids[0]}|{text}".encode()).hexdigest()[:16]
                     new.append(_Query(qid, text, chunk_ids, origin))
+        for text, pair in bridge:
+            chunk_ids = [ids[c] for c in pair]
+            qid = "q:" + hashlib.sha1(f"{chunk_ids[0]}|{text}".encode()).hexdigest()[:16]
+            new.append(_Query(qid, text, chunk_ids, "bridge"))
+        stats["bridge_queries"] = len(bridge)
         stats["llm_queries"] = sum(q.origin == "llm" for q in new)
         stats["pseudo_queries"] = sum(q.origin == "pseudo" for q in new)
         vectors = embed_texts(

@@ -197,8 +197,13 @@ class SyntheticQueryGenerator(PromptMixin):
         Failures and unusable answers are counted in :attr:`stats` and logged.
         """
         prompts = [self.format(texts) for texts in batch_texts]
+
+        async def ask(prompt: str) -> str:
+            # Unusable answers stay out of the cache, so a rerun asks again.
+            return await self.structured.acomplete(prompt, accept=lambda a: bool(self.parse(a)))
+
         answers: list[Any] = self.structured.map(
-            prompts, show_progress=show_progress, desc="Synthetic queries"
+            prompts, ask, show_progress=show_progress, desc="Synthetic queries"
         )
         out: list[list[str]] = []
         failed = empty = 0

@@ -18,8 +18,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.embeddings import aembed_query, embed_query, top_k, top_k_of_scores
-from ..core.nodes import with_evidence
+from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
+from ..core.nodes import require_query, with_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +58,14 @@ class LinkPredictionRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager, **kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         vector = query_bundle.embedding
         if vector is None:
             vector = embed_query(self._index.embed_model, query_bundle.query_str)
         return self._rank(np.asarray(vector, np.float32))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         vector = query_bundle.embedding
         if vector is None:
             vector = await aembed_query(self._index.embed_model, query_bundle.query_str)
@@ -86,7 +88,7 @@ class LinkPredictionRetriever(BaseRetriever):
     def _probabilities(self, snap, vector: np.ndarray):
         vector = vector / (np.linalg.norm(vector) or 1.0)
         # Inference graph (§3.4): the query node receives messages from its M nearest chunks.
-        nbrs, _ = top_k(snap.z_chunks, vector, self.query_neighbors)
+        nbrs = self._index.nearest_chunk_rows(snap, vector, self.query_neighbors)
         logits = snap.scorer.logits(vector, nbrs, np.ones(len(nbrs), np.float32))
         probs = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
         return probs, logits, nbrs

@@ -38,7 +38,7 @@ from pydantic import Field, PrivateAttr
 from ..core.cache import LLMCache
 from ..core.defaults import resolve_embed_model, resolve_llm
 from ..core.embeddings import aembed_texts, embed_texts
-from ..core.llm import LLMOutputError, StructuredLLM, run_sync
+from ..core.llm import LLMOutputError, RetryPolicy, StructuredLLM, run_sync
 from ..core.nlp import load_spacy, split_sentences_batch
 from .parsing import parse_pairs
 from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, DOC2QUERY_REPAIR_NOTE
@@ -353,6 +353,8 @@ class Doc2QueryGenerator(QueryNodeGenerator, PromptMixin):
         max_chunk_chars: Longer chunks are cut before prompting (small context windows).
         max_concurrency: LLM calls in flight at once.
         repair_attempts: Re-asks after an unusable answer.
+        max_attempts: Attempts per LLM call (errors, timeouts, rate limits are retried).
+        timeout: Seconds allowed per attempt (``None``: no limit).
         cache_path: SQLite response cache; a rerun then makes no LLM call.
         on_failure: ``sentences`` (fallback nodes), ``skip`` (no nodes) or ``raise``.
     """
@@ -369,6 +371,8 @@ class Doc2QueryGenerator(QueryNodeGenerator, PromptMixin):
     max_chunk_chars: int = Field(default=6000, gt=0, description="Chunk text cut for prompting.")
     max_concurrency: int = Field(default=4, gt=0, description="Concurrent LLM calls.")
     repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable output.")
+    max_attempts: int = Field(default=3, gt=0, description="Attempts per LLM call (retries).")
+    timeout: float | None = Field(default=120.0, gt=0, description="Seconds per LLM attempt.")
     cache_path: str | None = Field(default=None, description="SQLite LLM response cache.")
     on_failure: Literal["sentences", "skip", "raise"] = Field(
         default="sentences", description="What a chunk gets when generation fails."
@@ -414,7 +418,12 @@ class Doc2QueryGenerator(QueryNodeGenerator, PromptMixin):
             if self.cache_path:
                 Path(self.cache_path).parent.mkdir(parents=True, exist_ok=True)
                 cache = LLMCache(self.cache_path)
-            self._structured = StructuredLLM(llm, cache=cache, max_concurrency=self.max_concurrency)
+            self._structured = StructuredLLM(
+                llm,
+                cache=cache,
+                retry=RetryPolicy(max_attempts=self.max_attempts, timeout=self.timeout),
+                max_concurrency=self.max_concurrency,
+            )
         return self._structured
 
     def resolved_format(self) -> str:
@@ -435,7 +444,8 @@ class Doc2QueryGenerator(QueryNodeGenerator, PromptMixin):
         prompt = self.prompt_for(chunk_text)
         current, last = prompt, ""
         for attempt in range(self.repair_attempts + 1):
-            last = await structured.acomplete(current)
+            # Unparsable answers stay out of the cache, so a rerun asks again.
+            last = await structured.acomplete(current, accept=lambda t: bool(parse_pairs(t)))
             pairs = parse_pairs(last)
             if pairs:
                 return pairs[: self.num_pairs], attempt

@@ -335,6 +335,10 @@ class QueryCentricGraphIndex(GraphIndexBase):
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
         self._layer = self._layer.without_chunks(node_ids)
 
+    def _searchable(self) -> dict[str, tuple[Sequence[str], np.ndarray]]:
+        layer = self._layer  # step 1 of retrieval searches the query nodes
+        return {"queries": (layer.ids, layer.matrix)}
+
     def _persist_state(self, folder: Path) -> None:
         layer = self._layer
         write_arrays(

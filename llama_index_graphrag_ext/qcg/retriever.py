@@ -16,6 +16,7 @@ the chunk means. Retrieval is safe from several threads at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,7 +26,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.embeddings import aembed_query, embed_query, normalize_rows, top_k_of_scores
-from ..core.nodes import with_evidence
+from ..core.nodes import require_query, with_evidence
 from .graph import QueryLayer
 
 if TYPE_CHECKING:
@@ -95,17 +96,32 @@ class Collected:
     chunk_cos: np.ndarray | None = None
 
 
-def collect(layer: QueryLayer, query_vector: np.ndarray, params: RetrievalParams) -> Collected:
-    """Paper §3.4 steps 1-3 on one layer snapshot (pure function, no Python loop over nodes)."""
+def collect(
+    layer: QueryLayer,
+    query_vector: np.ndarray,
+    params: RetrievalParams,
+    search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> Collected:
+    """Paper §3.4 steps 1-3 on one layer snapshot (pure function, no Python loop over nodes).
+
+    ``search`` (a :class:`~..core.vectors.RowSearch` over an external vector
+    store) makes step 1's lookup; without it every query node is scored here.
+    """
     empty = np.zeros(0, np.int64)
     if len(layer) == 0:
         return Collected(empty, np.zeros(0, np.float32), empty, empty, empty, np.zeros(0))
 
-    sims = layer.matrix @ query_vector  # cos(q_u, q) for every query node
-    # Step 1: threshold on cos + epsilon, then the n best.
-    passing = np.flatnonzero(sims + params.epsilon >= params.gamma)
-    order, _ = top_k_of_scores(sims[passing], params.max_query_nodes)
-    retrieved = passing[order]
+    if search is None:
+        sims = layer.matrix @ query_vector  # cos(q_u, q) for every query node
+        # Step 1: threshold on cos + epsilon, then the n best.
+        passing = np.flatnonzero(sims + params.epsilon >= params.gamma)
+        order, _ = top_k_of_scores(sims[passing], params.max_query_nodes)
+        retrieved = passing[order]
+    else:
+        # Step 1 in the store: the n best, then the threshold (the same set).
+        rows, scores = search(query_vector, params.max_query_nodes)
+        retrieved = rows[scores + params.epsilon >= params.gamma]
+        sims = _LazyCosines(layer.matrix, query_vector)
     # Step 2: h-hop expansion over E_intra (directed kNN lists).
     n = len(layer)
     hop = np.full(n, -1, dtype=np.int64)
@@ -154,6 +170,16 @@ def collect(layer: QueryLayer, query_vector: np.ndarray, params: RetrievalParams
     ranking = present[np.lexsort((present, -count[present], -score[present]))]
     top = ranking[: params.similarity_top_k]
     return Collected(rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top])
+
+
+class _LazyCosines:
+    """Cosines to the question computed only for the rows asked for (store-backed step 1)."""
+
+    def __init__(self, matrix: np.ndarray, query_vector: np.ndarray) -> None:
+        self._matrix, self._query = matrix, query_vector
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        return self._matrix[rows] @ self._query
 
 
 class QCGRetriever(BaseRetriever):
@@ -213,7 +239,8 @@ class QCGRetriever(BaseRetriever):
         return self.params.similarity_top_k
 
     def _results(self, layer: QueryLayer, query_vector: np.ndarray) -> list[NodeWithScore]:
-        found = collect(layer, normalize_rows(query_vector)[0], self.params)
+        search = self._index.row_search("queries", layer, lambda: layer.ids, layer.matrix)
+        found = collect(layer, normalize_rows(query_vector)[0], self.params, search)
         if not len(found.chunk_codes):
             return []
         chunk_ids = [layer.chunks[c] for c in found.chunk_codes]
@@ -260,6 +287,7 @@ class QCGRetriever(BaseRetriever):
         }
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         layer = self._index.layer  # one consistent snapshot
         if len(layer) == 0:
             return []
@@ -269,6 +297,7 @@ class QCGRetriever(BaseRetriever):
         return self._results(layer, np.asarray(vector, dtype=np.float32))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         layer = self._index.layer
         if len(layer) == 0:
             return []

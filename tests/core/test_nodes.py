@@ -26,6 +26,7 @@ def test_prepare_documents_counts_what_it_skips(caplog):
         "kept": 2,
         "empty_skipped": 1,
         "duplicates_skipped": 1,
+        "unencodable_repaired": 0,
     }
     assert "empty" in caplog.text and "duplicate" in caplog.text
 

@@ -78,3 +78,101 @@ def test_vector_store_table_matches_in_memory():
         assert store.query(m[q], 5)[0] == memory.query(m[q], 5)[0]
     store.delete(["id0"])
     assert "id0" not in store and store.query(m[0], 1)[0] != ["id0"]
+
+
+def test_row_search_rescores_exactly_and_drops_unknown_ids():
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    from llama_index_graphrag_ext.core.embeddings import top_k
+    from llama_index_graphrag_ext.core.vectors import RowSearch
+
+    ids, m = _data(50, 12, seed=3)
+    table = VectorStoreTable(SimpleVectorStore(), "ns/t")
+    table.add(ids + ["ghost"], np.vstack([m, m[:1]]))  # a row the snapshot does not know
+    search = RowSearch(table, ids, m)
+    for q in range(0, 50, 6):
+        rows, scores = search(m[q], 5)
+        want_rows, want_scores = top_k(m, m[q], 5)
+        assert rows.tolist() == want_rows.tolist()
+        assert np.allclose(scores, want_scores, atol=1e-6)
+    assert search(m[0], 0)[0].tolist() == []
+    assert len(search(m[0], 80)[0]) == 50  # never more rows than the snapshot has
+
+
+def test_store_tables_sync_attach_and_describe():
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    from llama_index_graphrag_ext.core.vectors import StoreTables, store_identity
+
+    ids, m = _data(30, 8, seed=4)
+    store = SimpleVectorStore()
+    tables = StoreTables(store, "qcg")
+    tables.sync("queries", ids[:20], m[:20])
+    tables.sync("queries", ids[5:30], m[5:30])  # 5 rows gone, 10 new
+    table = tables.table("queries")
+    assert table.ids == set(ids[5:30]) and table.name == "qcg/queries"
+    assert table.query(m[2], 1)[0] != ["id2"] and table.query(m[25], 1)[0] == ["id25"]
+    described = tables.describe()
+    assert described["namespace"] == "qcg" and described["tables"] == {"queries": 25}
+    assert described["class"].endswith("SimpleVectorStore")
+    # A later session on the same store reuses the rows; a stale table is rewritten.
+    again = StoreTables(store, "qcg")
+    assert again.attach("queries", ids[5:30], m[5:30]) is False
+    assert again.attach("queries", ids[5:30], -m[5:30]) is True
+    assert again.table("queries").query(-m[9], 1)[0] == ["id9"]
+
+    class Remote:
+        uri = "https://user:secret@milvus.example.org:19530"
+        collection_name = "c"
+        token = "user:secret"
+
+    identity = store_identity(Remote())
+    assert identity["uri"] == "https://milvus.example.org:19530"
+    assert "secret" not in str(identity)
+
+
+def test_graph_index_searches_a_vector_store_with_memory_results(bow_embed, tmp_path):
+    from llama_index.core.schema import Document
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    from llama_index_graphrag_ext.core.nodes import PassageParser
+    from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator
+    from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex
+
+    docs = [
+        Document(text=t, doc_id=f"d{i}")
+        for i, t in enumerate(
+            [
+                "Ada Lovelace wrote the first program. She worked with Charles Babbage.",
+                "Charles Babbage designed the Analytical Engine in London.",
+                "London is the capital of England. The Thames flows through London.",
+                "Alan Turing studied computation. He worked at Bletchley Park.",
+            ]
+        )
+    ]
+
+    def build(**kw):
+        return QueryCentricGraphIndex.from_documents(
+            docs,
+            transformations=[PassageParser()],
+            embed_model=bow_embed,
+            generator=SentenceQueryGenerator(min_chars=5),
+            preset="sentences",
+            **kw,
+        )
+
+    store = SimpleVectorStore()
+    with_store, memory = build(vector_store=store), build()
+    assert with_store.vector_store is store and memory.vector_store is None
+
+    def top(index, q):
+        return [r.node.node_id for r in index.as_retriever(similarity_top_k=3).retrieve(q)]
+
+    questions = ["Who designed the Analytical Engine?", "Where did Turing work?", "the Thames"]
+    assert [top(with_store, q) for q in questions] == [top(memory, q) for q in questions]
+    with_store.delete_ref_doc("d1")
+    assert len(with_store._store_tables.table("queries")) == len(with_store.layer)
+    with_store.persist(tmp_path / "i")
+    loaded = QueryCentricGraphIndex.load(tmp_path / "i", embed_model=bow_embed, vector_store=store)
+    assert loaded.vector_store is store
+    assert [top(loaded, q) for q in questions] == [top(with_store, q) for q in questions]

@@ -214,6 +214,7 @@ def test_bad_arguments_and_empty_queries(index):
         QIterRetriever(index, depth=0)
     with pytest.raises(ValueError):
         QIterRetriever(index, query_entities="magic")
-    assert index.as_retriever().retrieve("   ") == []
+    with pytest.raises(ValueError, match="query is empty"):
+        index.as_retriever().retrieve("   ")
     with pytest.raises(TypeError):
         index.as_retriever(reranker=object())

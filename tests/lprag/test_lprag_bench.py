@@ -17,6 +17,8 @@ def test_names_resolve_with_their_predictor():
     assert spec.tier == "llm-free" and opts == {}
     spec, opts = REGISTRY.resolve("lprag-sage")
     assert spec.tier == "llm" and opts == {"predictor": "sage"}
+    spec, opts = REGISTRY.resolve("lprag-pseudo-mlp-bridges")
+    assert spec.tier == "llm-free" and opts == {"predictor": "mlp", "bridges": "bridges"}
 
 
 def test_pseudo_builder_reports_training(bow_embed):

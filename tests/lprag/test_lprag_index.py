@@ -163,3 +163,30 @@ def test_query_neighbours_are_the_nearest_chunks(index):
     nb, _ = knn_graph(graph.z_queries, index.query_neighbors, others=graph.z_chunks)
     assert (graph.query_neighbors == nb).all()
     assert len(graph.pos_query) == sum(len(q["chunks"]) for q in index.queries())
+
+
+def test_bridges_add_mention_edges_and_bridge_queries(bow_embed):
+    titled = [Document(id_=k, text=v, metadata={"title": k.capitalize()}) for k, v in TEXTS.items()]
+    # "Crux" names CrossGen, "Curie" names Warsaw, "Paris" names the Seine.
+    index = ChunkQueryLinkIndex.from_documents(
+        titled, embed_model=bow_embed, transformations=[PassageParser()],
+        query_source="pseudo", bridges=True, **SMALL,
+    )  # fmt: skip
+    ids = index.chunk_ids()
+    node_of = {n.ref_doc_id: n.node_id for n in index.get_chunks(ids)}
+    assert index.build_stats["bridge_pairs"] >= 2
+    rows, cols, _ = index._edges
+    edges = {frozenset((ids[a], ids[b])) for a, b in zip(rows, cols, strict=True)}
+    assert frozenset((node_of["crux"], node_of["crossgen"])) in edges
+    assert frozenset((node_of["curie"], node_of["warsaw"])) in edges
+    bridge = [q for q in index.queries() if q["origin"] == "bridge"]
+    assert index.build_stats["bridge_queries"] == len(bridge) >= 2
+    linked = {tuple(q["chunks"]) for q in bridge}
+    assert (node_of["curie"], node_of["warsaw"]) in linked
+    assert all("warsaw" in q["text"].lower() for q in bridge if q["chunks"][1] == node_of["warsaw"])
+    # Without titles the setting is a no-op, not an error.
+    plain = ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()],
+        query_source="pseudo", bridges=True, **SMALL,
+    )  # fmt: skip
+    assert plain.build_stats["bridge_pairs"] == 0

@@ -1,0 +1,167 @@
+"""Title-mention bridges: an LLM-free source of multi-hop links (our addition, off by default).
+
+The paper's links come from LLM questions written over a batch of neighbouring
+chunks; without an LLM the pseudo-queries of :mod:`.queries` only teach the
+predictor what the text encoder already knows (a window of a chunk is close to
+that chunk). Multi-hop questions, though, usually cross from one passage to
+another *through an entity the first one names*: "the spouse of the performer of
+Song X" needs the passage on Song X, which names the performer, and the
+performer's own passage. When chunks carry a ``title`` metadata field (one per
+source page, as in Wikipedia-derived corpora), such crossings are visible
+without any model: chunk ``a`` mentions the title of chunk ``b``.
+
+With ``bridges=True`` the index uses them twice:
+
+* **graph**: each mention adds a chunk-chunk edge ``a - b`` (weight: the pair's
+  cosine, as in Eq. 5) beside the mutual-kNN edges, so message passing lets
+  ``b``'s state carry what ``a`` is about;
+* **supervision**: each chunk that mentions another gets one *bridge
+  pseudo-query* (a window of the sentence with the mention) linked to both
+  chunks, teaching the predictor that text about ``a`` should also reach ``b``.
+
+Titles mentioned by very many chunks ("United States") are hubs rather than
+bridges and are skipped (``max_mentions``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+_WORD = re.compile(r"\w+")
+
+
+def _norm_words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def title_mentions(
+    titles: Sequence[str | None],
+    texts: Sequence[str],
+    *,
+    min_chars: int = 4,
+    max_title_words: int = 8,
+    max_mentions: int = 20,
+) -> list[tuple[int, int]]:
+    """Pairs ``(a, b)``: chunk ``a``'s text mentions chunk ``b``'s title.
+
+    Matching is on whole lower-cased words, so "Paris" does not match
+    "Parisian". Chunks sharing a title (one page cut into several chunks) never
+    link to each other through it.
+
+    Args:
+        titles: Title of each chunk (``None`` or empty: the chunk has none).
+        texts: Text of each chunk.
+        min_chars: Shortest title considered (short ones match by accident).
+        max_title_words: Longest title considered, in words.
+        max_mentions: Titles mentioned by more chunks than this are skipped.
+
+    Returns:
+        Sorted, distinct pairs.
+    """
+    if len(titles) != len(texts):
+        raise ValueError("titles and texts must have the same length")
+    by_title: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for i, title in enumerate(titles):
+        if title and len(title.strip()) >= min_chars:
+            words = tuple(_norm_words(title))
+            if 0 < len(words) <= max_title_words:
+                by_title[words].append(i)
+    if not by_title:
+        return []
+    longest = max(len(w) for w in by_title)
+    mentioned_by: dict[tuple[str, ...], set[int]] = defaultdict(set)
+    for a, text in enumerate(texts):
+        words = _norm_words(text)
+        for n in range(1, longest + 1):
+            for start in range(len(words) - n + 1):
+                gram = tuple(words[start : start + n])
+                if gram in by_title:
+                    mentioned_by[gram].add(a)
+    pairs = set()
+    for gram, sources in mentioned_by.items():
+        if len(sources) > max_mentions:
+            continue
+        targets = by_title[gram]
+        for a in sources:
+            own = titles[a]
+            for b in targets:
+                if b != a and titles[b] != own:
+                    pairs.add((a, b))
+    return sorted(pairs)
+
+
+def bridge_edges(
+    pairs: Sequence[tuple[int, int]], matrix: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Undirected edges ``i < j`` for mention pairs, weighted by cosine (Eq. 5)."""
+    if not pairs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    arr = np.asarray(pairs, np.int64)
+    lo, hi = np.minimum(arr[:, 0], arr[:, 1]), np.maximum(arr[:, 0], arr[:, 1])
+    codes = np.unique(lo * len(matrix) + hi)
+    rows, cols = codes // len(matrix), codes % len(matrix)
+    weights = np.einsum("ij,ij->i", matrix[rows], matrix[cols]).astype(np.float32)
+    return rows, cols, weights
+
+
+def union_edges(
+    first: tuple[np.ndarray, np.ndarray, np.ndarray],
+    second: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Union of two ``i < j`` edge lists; an edge in both keeps its first weight."""
+    rows = np.concatenate([first[0], second[0]]).astype(np.int64)
+    cols = np.concatenate([first[1], second[1]]).astype(np.int64)
+    weights = np.concatenate([first[2], second[2]]).astype(np.float32)
+    _, keep = np.unique(rows * n + cols, return_index=True)
+    return rows[keep], cols[keep], weights[keep]
+
+
+def bridge_queries(
+    pairs: Sequence[tuple[int, int]],
+    titles: Sequence[str | None],
+    sentences: Sequence[Sequence[str]],
+    targets: Sequence[int],
+    rng: np.random.Generator,
+    *,
+    max_words: int = 20,
+) -> list[tuple[str, list[int]]]:
+    """One bridge pseudo-query per target chunk that mentions another chunk.
+
+    The query is the sentence of ``a`` that names ``b``'s title, cut to a window
+    of ``max_words`` words around the mention; it is linked to ``a`` and ``b``.
+    """
+    by_source: dict[int, list[int]] = defaultdict(list)
+    for a, b in pairs:
+        by_source[a].append(b)
+    out = []
+    for a in targets:
+        options = by_source.get(int(a))
+        if not options:
+            continue
+        b = options[int(rng.integers(0, len(options)))]
+        title_words = _norm_words(titles[b] or "")
+        for sentence in sentences[a]:
+            words = sentence.split()
+            lowered = [" ".join(_norm_words(w)) for w in words]
+            hit = _find(lowered, title_words)
+            if hit is None:
+                continue
+            start = max(0, min(hit - max_words // 2, len(words) - max_words))
+            out.append((" ".join(words[start : start + max_words]), [int(a), int(b)]))
+            break
+    return out
+
+
+def _find(lowered: list[str], title_words: list[str]) -> int | None:
+    """Index of the first word where ``title_words`` starts (word tokens may hold several)."""
+    flat: list[tuple[str, int]] = [(w, i) for i, tok in enumerate(lowered) for w in tok.split()]
+    n = len(title_words)
+    for s in range(len(flat) - n + 1):
+        if [w for w, _ in flat[s : s + n]] == title_words:
+            return flat[s][1]
+    return None
