@@ -11,7 +11,10 @@
 Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,
 ``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``,
-and ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`.bridges`).
+``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`.bridges`) and
+``prior`` (the retriever's ``cosine_prior``). Name suffixes set them too, in this
+order: ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1``, e.g.
+``lprag-pseudo-mlp-bridges-hard0.5-prior1``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from .index import ChunkQueryLinkIndex
 
 logger = logging.getLogger(__name__)
 
-_PREDICTOR = r"(?:-(?P<predictor>ncn|sage|gcn|mlp))?(?:-(?P<bridges>bridges))?"
+_PREDICTOR = (
+    r"(?:-(?P<predictor>ncn|sage|gcn|mlp))?(?:-(?P<bridges>bridges))?"
+    r"(?:-hard(?P<hard>[0-9.]+))?(?:-prior(?P<prior>[0-9.]+))?"
+)
 
 
 def _settings(ctx: BenchContext) -> dict[str, Any]:
@@ -52,10 +58,12 @@ def _settings(ctx: BenchContext) -> dict[str, Any]:
     }
 
 
-def _info(index: ChunkQueryLinkIndex, **extra: Any) -> dict[str, Any]:
+def _info(index: ChunkQueryLinkIndex, ctx: BenchContext, **extra: Any) -> dict[str, Any]:
     report = index.train_report
     info: dict[str, Any] = {
         "predictor": index.predictor,
+        "bridges": bool(index.config().get("bridges")),
+        "cosine_prior": ctx.option("prior", 0.0),
         "chunks": len(index),
         "chunk_edges": int(len(index._edges[0])),
         "queries": index.num_queries,
@@ -88,8 +96,10 @@ def build_lprag_pseudo(documents: Sequence[Document], ctx: BenchContext) -> Benc
         **_settings(ctx),
     )
     return BenchSystem(
-        retriever=index.as_retriever(similarity_top_k=ctx.top_k),
-        info=_info(index, query_source="pseudo (sentence windows, not questions)"),
+        retriever=index.as_retriever(
+            similarity_top_k=ctx.top_k, cosine_prior=ctx.option("prior", 0.0)
+        ),
+        info=_info(index, ctx, query_source="pseudo (sentence windows, not questions)"),
     )
 
 
@@ -124,9 +134,12 @@ def build_lprag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
         **_settings(ctx),
     )
     return BenchSystem(
-        retriever=index.as_retriever(similarity_top_k=ctx.top_k),
+        retriever=index.as_retriever(
+            similarity_top_k=ctx.top_k, cosine_prior=ctx.option("prior", 0.0)
+        ),
         info=_info(
             index,
+            ctx,
             llm=describe_llm(llm),
             chunker=type(chunker).__name__,
             llm_batch_bound=None if bound < 0 else bound,

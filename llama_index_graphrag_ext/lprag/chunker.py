@@ -23,7 +23,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
-from llama_index.core.schema import BaseNode, NodeRelationship, TextNode
+from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from pydantic import Field, PrivateAttr
 
 from ..core.cache import LLMCache
@@ -242,6 +242,7 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
                 pieces[row] = [s for s in sents if len(s) >= self.min_chars]
         out: list[BaseNode] = []
         per_doc: dict[int, list[TextNode]] = {}
+        sources: dict[int, RelatedNodeInfo] = {}
         for (d_i, _), items, answer in zip(paragraphs, pieces, answers, strict=True):
             origin = (
                 "llm"
@@ -249,7 +250,11 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
                 else "sentence"
             )
             for text in items:
-                per_doc.setdefault(d_i, []).append(self._make(docs[d_i], text, origin))
+                if d_i not in sources:  # hashing a long document once, not once per chunk
+                    sources[d_i] = docs[d_i].as_related_node_info()
+                per_doc.setdefault(d_i, []).append(
+                    self._make(docs[d_i], text, origin, sources[d_i])
+                )
         for d_i, chunks in sorted(per_doc.items()):
             doc = docs[d_i]
             for pos, chunk in enumerate(chunks):
@@ -263,7 +268,9 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
         self._stats = stats
         return out
 
-    def _make(self, doc: BaseNode, text: str, origin: str) -> TextNode:
+    def _make(
+        self, doc: BaseNode, text: str, origin: str, source: RelatedNodeInfo | None = None
+    ) -> TextNode:
         excluded = list(dict.fromkeys([*doc.excluded_embed_metadata_keys, *CHUNK_META_KEYS]))
         excluded_llm = list(dict.fromkeys([*doc.excluded_llm_metadata_keys, *CHUNK_META_KEYS]))
         node = TextNode(
@@ -272,7 +279,8 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
             excluded_embed_metadata_keys=excluded,
             excluded_llm_metadata_keys=excluded_llm,
         )
-        node.relationships[NodeRelationship.SOURCE] = doc.as_related_node_info()
+        link = source.model_copy() if source is not None else doc.as_related_node_info()
+        node.relationships[NodeRelationship.SOURCE] = link
         return node
 
 

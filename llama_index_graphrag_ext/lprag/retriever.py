@@ -23,6 +23,9 @@ from ..core.nodes import require_query, with_evidence
 
 logger = logging.getLogger(__name__)
 
+#: Scale of the cosine prior: the decoder's initial cosine scale (``LinkPredictor``).
+COSINE_PRIOR_SCALE = 10.0
+
 
 class LinkPredictionRetriever(BaseRetriever):
     """Scores query-chunk links with the index's trained predictor.
@@ -33,6 +36,11 @@ class LinkPredictionRetriever(BaseRetriever):
         threshold: Keep only chunks with link probability at least this (``None``: off).
         query_neighbors: Chunks the query node is attached to (defaults to the
             index's setting, which the model was trained with).
+        cosine_prior: Extra weight ``β`` on the text encoder's cosine: the score
+            becomes ``φ(q, C) + 10 β cos(q, C)`` (10 is the decoder's initial cosine
+            scale; our addition, 0 = the paper's ``φ`` alone). It keeps a
+            predictor trained on weak supervision (LLM-free pseudo-queries) from
+            drifting away from the encoder's ranking; see the LP-RAG page.
         callback_manager: LlamaIndex callbacks.
     """
 
@@ -42,6 +50,7 @@ class LinkPredictionRetriever(BaseRetriever):
         similarity_top_k: int | None = 10,
         threshold: float | None = None,
         query_neighbors: int | None = None,
+        cosine_prior: float = 0.0,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
@@ -55,6 +64,9 @@ class LinkPredictionRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.threshold = threshold
         self.query_neighbors = int(query_neighbors or index.query_neighbors)
+        if cosine_prior < 0:
+            raise ValueError("cosine_prior must be >= 0")
+        self.cosine_prior = float(cosine_prior)
         super().__init__(callback_manager=callback_manager, **kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -90,6 +102,10 @@ class LinkPredictionRetriever(BaseRetriever):
         # Inference graph (§3.4): the query node receives messages from its M nearest chunks.
         nbrs = self._index.nearest_chunk_rows(snap, vector, self.query_neighbors)
         logits = snap.scorer.logits(vector, nbrs, np.ones(len(nbrs), np.float32))
+        if self.cosine_prior:
+            # A fixed scale (the decoder's initial cosine scale), not the learned one:
+            # training may shrink or even flip that, and the prior must not follow.
+            logits = logits + self.cosine_prior * COSINE_PRIOR_SCALE * (snap.z_chunks @ vector)
         probs = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
         return probs, logits, nbrs
 
@@ -98,9 +114,10 @@ class LinkPredictionRetriever(BaseRetriever):
         if snap is None:
             return []
         probs, logits, nbrs = self._probabilities(snap, vector)
-        candidates = probs
+        # Rank by logit: probabilities saturate at 1.0 for confident links and would tie.
+        candidates = logits.astype(np.float64)
         if self.threshold is not None:
-            candidates = np.where(probs >= self.threshold, probs, -np.inf)
+            candidates = np.where(probs >= self.threshold, candidates, -np.inf)
         k = len(probs) if self.similarity_top_k is None else self.similarity_top_k
         order, _ = top_k_of_scores(candidates, k)
         order = order[np.isfinite(candidates[order])]
@@ -119,6 +136,7 @@ class LinkPredictionRetriever(BaseRetriever):
                     "predictor": predictor,
                     "link_probability": round(float(probs[i]), 6),
                     "link_logit": round(float(logits[i]), 6),
+                    "cosine_prior": self.cosine_prior,
                     "cosine": round(float(cos), 6),
                     "rank": rank + 1,
                     "attached_to_query": bool(i in attached),

@@ -19,6 +19,8 @@ def test_names_resolve_with_their_predictor():
     assert spec.tier == "llm" and opts == {"predictor": "sage"}
     spec, opts = REGISTRY.resolve("lprag-pseudo-mlp-bridges")
     assert spec.tier == "llm-free" and opts == {"predictor": "mlp", "bridges": "bridges"}
+    _, opts = REGISTRY.resolve("lprag-pseudo-mlp-bridges-hard0.5-prior1")
+    assert opts == {"predictor": "mlp", "bridges": "bridges", "hard": "0.5", "prior": "1"}
 
 
 def test_pseudo_builder_reports_training(bow_embed):

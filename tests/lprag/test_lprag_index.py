@@ -190,3 +190,15 @@ def test_bridges_add_mention_edges_and_bridge_queries(bow_embed):
         query_source="pseudo", bridges=True, **SMALL,
     )  # fmt: skip
     assert plain.build_stats["bridge_pairs"] == 0
+
+
+def test_cosine_prior_pulls_the_ranking_towards_the_encoder(index):
+    query = "Which river flows through the capital of France?"
+    z = index._chunks.get(index.chunk_ids())
+    q = np.asarray(index.embed_model.get_query_embedding(query), np.float32)
+    by_cosine = [index.chunk_ids()[i] for i in np.argsort(-(z @ (q / np.linalg.norm(q))))[:3]]
+    strong = index.as_retriever(similarity_top_k=3, cosine_prior=1000.0).retrieve(query)
+    assert [h.node.node_id for h in strong] == by_cosine
+    assert strong[0].node.metadata["evidence"]["cosine_prior"] == 1000.0
+    with pytest.raises(ValueError, match="cosine_prior"):
+        index.as_retriever(cosine_prior=-1.0)
