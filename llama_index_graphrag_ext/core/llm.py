@@ -854,30 +854,42 @@ class StructuredLLM:
             return text
 
     async def _complete(
-        self, prompt: str, kwargs: dict[str, Any], *, read_cache: bool, write_cache: bool
+        self,
+        prompt: str,
+        kwargs: dict[str, Any],
+        *,
+        read_cache: bool,
+        write_cache: bool,
+        accept: Callable[[str], bool] | None = None,
     ) -> tuple[str, bool]:
-        """Return ``(text, from_cache)``."""
+        """Return ``(text, from_cache)``; only answers ``accept`` approves are cached or reused."""
         call_kwargs = {**self.params, **kwargs}
         key = None
         if self.cache is not None:
             key = cache_key(self.fingerprint, prompt, call_kwargs)
             if read_cache:
                 cached = self.cache.get(key)
-                if cached is not None:
+                if cached is not None and (accept is None or accept(cached)):
                     self.meter.add(cache_hits=1)
                     return cached, True
         text = await self._call_llm(prompt, call_kwargs)
-        if key is not None and write_cache:
+        if key is not None and write_cache and (accept is None or accept(text)):
             self.cache.put(key, text)  # type: ignore[union-attr]
         return text, False
 
     # ----------------------------------------------------------------- completion
 
-    async def acomplete(self, prompt: str, **kwargs: Any) -> str:
+    async def acomplete(
+        self, prompt: str, *, accept: Callable[[str], bool] | None = None, **kwargs: Any
+    ) -> str:
         """Complete a prompt, from the cache when possible.
 
         Args:
             prompt: The prompt.
+            accept: Optional check of an answer (e.g. "it parses"). Answers it
+                rejects are returned but never cached, and a cached answer it
+                rejects is asked again, so a junk answer from a failing model is
+                not replayed from the cache by a later, healthy run.
             **kwargs: Passed to ``llm.acomplete`` and part of the cache key.
 
         Returns:
@@ -887,15 +899,19 @@ class StructuredLLM:
             Exception: The last error once retries are exhausted (counted in
                 ``meter.failures``).
         """
-        text, _ = await self._complete(prompt, kwargs, read_cache=True, write_cache=True)
+        text, _ = await self._complete(
+            prompt, kwargs, read_cache=True, write_cache=True, accept=accept
+        )
         return text
 
-    def complete(self, prompt: str, **kwargs: Any) -> str:
+    def complete(
+        self, prompt: str, *, accept: Callable[[str], bool] | None = None, **kwargs: Any
+    ) -> str:
         """Synchronous [`acomplete`][llama_index_graphrag_ext.core.llm.StructuredLLM.acomplete].
 
         Works with or without a running event loop (see ``run_sync``).
         """
-        return run_sync(lambda: self.acomplete(prompt, **kwargs))
+        return run_sync(lambda: self.acomplete(prompt, accept=accept, **kwargs))
 
     # ----------------------------------------------------------------- JSON
 

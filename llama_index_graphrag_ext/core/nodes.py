@@ -20,6 +20,7 @@ from llama_index.core.schema import (
     Document,
     NodeRelationship,
     NodeWithScore,
+    RelatedNodeInfo,
     TextNode,
 )
 
@@ -174,13 +175,20 @@ def documents_to_chunks(
             pieces = [doc.get_content()]
         else:
             pieces = [n.get_content() for n in splitter.get_nodes_from_documents([doc])]
+        source = doc.as_related_node_info()  # hashes the document: once, not per chunk
         for position, text in enumerate(p for p in pieces if p.strip()):
-            chunks.append(make_chunk(doc, position, text))
+            chunks.append(make_chunk(doc, position, text, source))
     return chunks
 
 
-def make_chunk(source: BaseNode, position: int, text: str) -> TextNode:
-    """A chunk of ``source`` at ``position``: its metadata, a source link, a content id."""
+def make_chunk(
+    source: BaseNode, position: int, text: str, link: RelatedNodeInfo | None = None
+) -> TextNode:
+    """A chunk of ``source`` at ``position``: its metadata, a source link, a content id.
+
+    ``link`` is ``source.as_related_node_info()`` when the caller already has it
+    (computing it hashes the whole source text).
+    """
     node = TextNode(
         id_=chunk_id(source.node_id, position, text),
         text=text,
@@ -188,7 +196,9 @@ def make_chunk(source: BaseNode, position: int, text: str) -> TextNode:
         excluded_embed_metadata_keys=list(source.excluded_embed_metadata_keys),
         excluded_llm_metadata_keys=list(source.excluded_llm_metadata_keys),
     )
-    node.relationships[NodeRelationship.SOURCE] = source.as_related_node_info()
+    node.relationships[NodeRelationship.SOURCE] = (
+        link.model_copy() if link is not None else source.as_related_node_info()
+    )
     return node
 
 
