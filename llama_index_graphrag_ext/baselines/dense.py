@@ -40,9 +40,9 @@ def build_dense_index(
         vector_store: Any LlamaIndex vector store (Milvus, Qdrant, ...) to hold
             the chunks; ``None`` (and no ``storage_context``) keeps them in a
             :class:`~.numpy_store.NumpyVectorStore` (one float32 matrix; same
-            cosine ranking as ``SimpleVectorStore``, which took seconds per query
-            and 8x the memory at 64k chunks). Reload such an index with
-            ``VectorStoreIndex.from_vector_store``.
+            cosine ranking as ``SimpleVectorStore``, whose per-row Python loop
+            grows linearly per query; see ``docs/scaling.md``). Reload such an
+            index with ``VectorStoreIndex.from_vector_store``.
         **kwargs: Passed to ``VectorStoreIndex`` (e.g. ``storage_context``).
     """
     embed_model = resolve_embed_model(embed_model)

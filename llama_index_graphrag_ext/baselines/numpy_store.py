@@ -1,12 +1,11 @@
 """An in-memory LlamaIndex vector store on one float32 matrix (the dense baseline's default).
 
 LlamaIndex's ``SimpleVectorStore`` keeps every vector as a Python list of
-floats (about 8 times the bytes of float32) and scores a query in a Python loop
-over all rows, rebuilding a numpy array each time. That is fine for a few
-thousand chunks; at 64k chunks a query took seconds and the vectors several
-hundred MB (measured by ``graphrag-ext scale``, see ``docs/scaling.md``). This
-store keeps unit rows in one matrix and scores a query with one matrix-vector
-product, with the same cosine scores and ranking.
+floats (several times the bytes of float32) and scores a query in a Python
+loop over all rows, rebuilding a numpy array each time, so a query's cost grows
+linearly in Python (105 ms at 1,000 chunks on the shared test machine, see
+``docs/scaling.md``). This store keeps unit rows in one matrix and scores a
+query with one matrix-vector product, with the same cosine scores and ranking.
 """
 
 from __future__ import annotations
