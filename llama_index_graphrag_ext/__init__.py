@@ -6,6 +6,7 @@ The public API is re-exported here; see the documentation site for tutorials.
 __version__ = "0.1.0"
 
 from .baselines import BM25Retriever, DenseRetriever, build_dense_index  # noqa: E402
+from .compose import SharedResources, build_router, fuse_retrievers  # noqa: E402
 from .core import (  # noqa: E402
     CachedEmbedding,
     GraphIndexBase,
@@ -24,10 +25,13 @@ __all__ = [
     "GraphIndexBase",
     "LLMCache",
     "PassageParser",
+    "SharedResources",
     "StructuredLLM",
     "TypedGraph",
     "__version__",
     "build_dense_index",
+    "build_router",
     "default_embed_model",
     "embedded_llm",
+    "fuse_retrievers",
 ]

@@ -18,10 +18,13 @@ Only `load_spacy` and the functions that take an ``nlp`` argument need spaCy pip
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import functools
 import logging
 import math
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -48,6 +51,7 @@ __all__ = [
     "Analysis",
     "CorpusNgramIndex",
     "Entity",
+    "ParseCache",
     "SpacyModelNotFoundError",
     "analyze_batch",
     "bleu",
@@ -58,6 +62,7 @@ __all__ = [
     "has_ner",
     "load_spacy",
     "normalize_entity",
+    "shared_parses",
     "split_long_text",
     "split_sentences",
     "split_sentences_batch",
@@ -276,6 +281,11 @@ def _strip_punct(text: str) -> str:
     return text[start:end]
 
 
+# Control characters (whitespace excepted, it is collapsed first), lone surrogates and
+# U+FFFD: what binary data leaves in decoded text.
+_NOT_TEXT_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffd]")
+
+
 def normalize_entity(text: str) -> str:
     """Normalise an entity mention into the key under which mentions are merged.
 
@@ -293,6 +303,8 @@ def normalize_entity(text: str) -> str:
     7. stripping surrounding punctuation and whitespace again.
 
     Inner punctuation is kept (``U.S`` stays ``u.s``, ``Jean-Paul`` stays ``jean-paul``).
+    A mention holding control characters or U+FFFD (binary bytes decoded as text,
+    which NER models happily tag) is no name: its key is ``""``.
 
     Args:
         text: The entity mention.
@@ -302,6 +314,8 @@ def normalize_entity(text: str) -> str:
     """
     key = unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES)
     key = _strip_punct(_WS_RE.sub(" ", key))
+    if _NOT_TEXT_RE.search(key):
+        return ""
     if key.endswith("'s"):
         key = key[:-2]
     key = _strip_punct(key)
@@ -567,6 +581,20 @@ def analyze_batch(
     """
     texts = _check_texts(texts)
     nlp = _resolve(nlp)
+    cache = _PARSE_CACHE.get()
+    if cache is not None:
+        return cache.analyze(texts, nlp, labels, batch_size=batch_size, n_process=n_process)
+    return _analyze_uncached(texts, nlp, labels, batch_size=batch_size, n_process=n_process)
+
+
+def _analyze_uncached(
+    texts: Sequence[str],
+    nlp: Language,
+    labels: Collection[str] | None,
+    *,
+    batch_size: int,
+    n_process: int,
+) -> list[Analysis]:
     keep = None if labels is None else frozenset(labels)
     out = [Analysis() for _ in texts]
     for i, offset, doc in _iter_docs(
@@ -595,6 +623,121 @@ def analyze_batch(
                 s = max(bisect.bisect_right(starts, entity.start_char) - 1, 0)
                 result.sentence_entities[first_sentence + s].append(entity)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Sharing parses between methods
+# --------------------------------------------------------------------------------------
+
+
+def _pipeline_key(nlp: Language) -> tuple:
+    meta = nlp.meta or {}
+    return (meta.get("lang"), meta.get("name"), meta.get("version"), tuple(nlp.pipe_names))
+
+
+def _with_labels(analysis: Analysis, keep: frozenset[str] | None) -> Analysis:
+    """A copy of a full analysis restricted to ``keep`` labels (fresh lists: callers may edit)."""
+
+    def wanted(entity: Entity) -> bool:
+        return keep is None or entity.label in keep
+
+    return Analysis(
+        sentences=list(analysis.sentences),
+        sentence_spans=list(analysis.sentence_spans),
+        entities=[e for e in analysis.entities if wanted(e)],
+        sentence_entities=[[e for e in ents if wanted(e)] for ents in analysis.sentence_entities],
+    )
+
+
+class ParseCache:
+    """Analyses of texts kept in memory, so several indexes over one corpus parse it once.
+
+    `analyze_batch` consults the cache made current by `shared_parses`; CUE-RAG and
+    FG-RAG both analyse whole passage texts, so whichever is built second pays
+    nothing for spaCy (ChainRAG strips a leading title line first, so its texts
+    differ and it parses its own). Entries are keyed by the pipeline (name, version,
+    components) and the text, and hold every entity (label filters apply on the
+    way out). The cache grows with the corpus; it lives as long as you keep it.
+
+    Attributes:
+        hits: Texts served from the cache.
+        misses: Texts analysed by spaCy.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple, Analysis] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def analyze(
+        self,
+        texts: Sequence[str],
+        nlp: Language,
+        labels: Collection[str] | None = None,
+        *,
+        batch_size: int = 64,
+        n_process: int = 1,
+    ) -> list[Analysis]:
+        """Like `analyze_batch`, analysing only the texts not seen before with this pipeline."""
+        pipeline = _pipeline_key(nlp)
+        with self._lock:
+            found = [self._entries.get((pipeline, t)) for t in texts]
+        todo = list(dict.fromkeys(t for t, a in zip(texts, found, strict=True) if a is None))
+        fresh = dict(
+            zip(
+                todo,
+                _analyze_uncached(todo, nlp, None, batch_size=batch_size, n_process=n_process),
+                strict=True,
+            )
+        )
+        with self._lock:
+            for text, analysis in fresh.items():
+                self._entries[(pipeline, text)] = analysis
+            self.misses += len(todo)
+            self.hits += len(texts) - len(todo)
+        keep = None if labels is None else frozenset(labels)
+        return [
+            _with_labels(fresh[t] if a is None else a, keep)
+            for t, a in zip(texts, found, strict=True)
+        ]
+
+
+_PARSE_CACHE: contextvars.ContextVar[ParseCache | None] = contextvars.ContextVar(
+    "graphrag_parse_cache", default=None
+)
+
+
+@contextlib.contextmanager
+def shared_parses(cache: ParseCache | None = None) -> Iterator[ParseCache]:
+    """Within the block, `analyze_batch` reuses the analyses held in ``cache``.
+
+    Example:
+        >>> with shared_parses() as parses:  # doctest: +SKIP
+        ...     cue = MultiPartiteIndex.from_documents(docs)
+        ...     fg = FGRAGIndex.from_documents(docs)  # no second spaCy pass
+        >>> parses.hits  # doctest: +SKIP
+
+    The cache is a context variable: it applies to this thread and the asyncio
+    tasks it starts, not to worker threads a method might spawn (those parse as
+    usual).
+
+    Args:
+        cache: The cache to use (a new one when omitted); pass the same one to
+            several blocks to share across them.
+
+    Yields:
+        The cache in use.
+    """
+    cache = ParseCache() if cache is None else cache
+    token = _PARSE_CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _PARSE_CACHE.reset(token)
 
 
 # --------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ BUILTIN_MODULES = (
     "llama_index_graphrag_ext.chainrag.bench",
     "llama_index_graphrag_ext.fgrag.bench",
     "llama_index_graphrag_ext.lprag.bench",
+    "llama_index_graphrag_ext.compose.bench",
 )
 
 
