@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import logging
 import re
@@ -27,6 +28,8 @@ from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mappi
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import (
     CompletionResponse,
     CompletionResponseAsyncGen,
@@ -42,7 +45,7 @@ from llama_index_graphrag_ext.core.llm import run_sync
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Delay", "ScriptExhaustedError", "ScriptedLLM"]
+__all__ = ["BagOfWordsEmbedding", "Delay", "ScriptExhaustedError", "ScriptedLLM"]
 
 
 class ScriptExhaustedError(AssertionError):
@@ -357,3 +360,42 @@ class ScriptedLLM(CustomLLM):
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+class BagOfWordsEmbedding(BaseEmbedding):
+    """Deterministic hashed bag-of-words vectors: texts that share words are similar.
+
+    A fast, dependency-free embedder for tests of index and retriever plumbing
+    (the real MiniLM is for the tests of retrieval quality). Each lower-cased word
+    adds one to the slot :meth:`_slot` gives it (md5, stable across processes);
+    subclasses may hash differently. A text without words gets the first axis.
+
+    Args:
+        dim: Vector dimension.
+    """
+
+    dim: int = 64
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "BagOfWordsEmbedding"
+
+    def _slot(self, word: str) -> int:
+        return int(hashlib.md5(word.encode("utf-8", "surrogatepass")).hexdigest(), 16) % self.dim
+
+    def _vector(self, text: str) -> list[float]:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            vec[self._slot(word)] += 1.0
+        if not vec.any():
+            vec[0] = 1.0
+        return (vec / np.linalg.norm(vec)).tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -17,30 +15,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MUSIQUE = SHARED / "benchmarks" / "musique-100"
-
-
-class BagOfWordsEmbedding(BaseEmbedding):
-    """Deterministic hashed bag-of-words vectors: texts sharing words are similar."""
-
-    dim: int = 64
-
-    def _vector(self, text: str) -> list[float]:
-        vec = np.zeros(self.dim, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            slot = int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim
-            vec[slot] += 1.0
-        if not vec.any():
-            vec[0] = 1.0
-        return (vec / np.linalg.norm(vec)).tolist()
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 @pytest.fixture

@@ -6,13 +6,11 @@ bad-input and concurrency suites can run each check against all seven.
 
 from __future__ import annotations
 
-import re
 import threading
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -20,6 +18,7 @@ from llama_index.core.schema import Document
 from pydantic import PrivateAttr
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 
 #: Every index of the suite, as the reliability tests name them.
 METHODS = ("dense", "bm25", "qcg", "cue", "chainrag", "lprag", "fgrag")
@@ -35,15 +34,14 @@ TEXTS = {
 LPRAG_SMALL = {"hidden": 16, "epochs": 5, "threads": 1, "k": 2, "query_neighbors": 2}
 
 
-class HashEmbedding(BaseEmbedding):
-    """Deterministic hashed bag of words (crc32, stable across processes), counting its input.
+class HashEmbedding(BagOfWordsEmbedding):
+    """Deterministic hashed bag of words (crc32, fast and stable across processes), counting its input.
 
     Cheap enough for a 10 MB document; texts that share words are similar. The
     counters let tests check, by construction rather than by the clock, that an
     index embeds each text a bounded number of times.
     """
 
-    dim: int = 64
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _texts: int = PrivateAttr(default=0)
     _chars: int = PrivateAttr(default=0)
@@ -53,26 +51,15 @@ class HashEmbedding(BaseEmbedding):
     def class_name(cls) -> str:
         return "HashEmbedding"
 
+    def _slot(self, word: str) -> int:
+        return zlib.crc32(word.encode("utf-8", "surrogatepass")) % self.dim
+
     def _vector(self, text: str) -> list[float]:
         with self._lock:
             self._texts += 1
             self._chars += len(text)
             self._longest = max(self._longest, len(text))
-        vec = np.zeros(self.dim, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vec[zlib.crc32(word.encode("utf-8", "surrogatepass")) % self.dim] += 1.0
-        if not vec.any():
-            vec[0] = 1.0
-        return (vec / np.linalg.norm(vec)).tolist()
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
+        return super()._vector(text)
 
     @property
     def embedded_texts(self) -> int:

@@ -5,10 +5,8 @@ Skipped when milvus-lite (or the LlamaIndex Milvus store) is not installed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +21,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from graphrag_ext_milvus import is_lite_uri, milvus_store  # noqa: E402
 from graphrag_ext_milvus.parity import methods, run_parity  # noqa: E402
-from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
 from llama_index.core.schema import Document  # noqa: E402
 
 from llama_index_graphrag_ext.core.embeddings import normalize_rows  # noqa: E402
@@ -31,31 +28,13 @@ from llama_index_graphrag_ext.core.nodes import PassageParser  # noqa: E402
 from llama_index_graphrag_ext.core.vectors import InMemoryVectorTable, VectorStoreTable  # noqa: E402
 from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator  # noqa: E402
 from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex  # noqa: E402
+from llama_index_graphrag_ext.testing import BagOfWordsEmbedding  # noqa: E402
 
 MUSIQUE = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "musique-100"
 
 
-class _Words(BaseEmbedding):
+class _Words(BagOfWordsEmbedding):
     """Hashed bag of words: a fast deterministic embedder for the plumbing tests."""
-
-    dim: int = 64
-
-    def _vector(self, text: str) -> list[float]:
-        vec = np.zeros(self.dim, dtype=np.float32)
-        for word in re.findall(r"\w+", text.lower()):
-            vec[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        if not vec.any():
-            vec[0] = 1.0
-        return (vec / np.linalg.norm(vec)).tolist()
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 DOCS = [
