@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
@@ -13,6 +13,7 @@ from llama_index.core.schema import Document, NodeWithScore, QueryBundle
 from llama_index.core.storage.storage_context import DEFAULT_VECTOR_STORE
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from ..core.compact_store import compact_storage_context
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
@@ -59,7 +60,8 @@ def build_dense_index(
     if vector_store is not None:
         storage_context = kwargs.pop("storage_context", None)
         if storage_context is None:
-            storage_context = StorageContext.from_defaults(vector_store=vector_store)
+            # Nodes as compressed JSON: LlamaIndex's default keeps a dict tree per node.
+            storage_context = compact_storage_context(vector_store=vector_store)
         else:
             storage_context.add_vector_store(vector_store, DEFAULT_VECTOR_STORE)
         kwargs["storage_context"] = storage_context

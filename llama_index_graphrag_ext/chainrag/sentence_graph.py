@@ -244,7 +244,11 @@ class SentenceGraph:
         return len(self.records)
 
     def num_edges(self, kind: str) -> int:
-        """Undirected edge count of one kind (EC counted from entity co-occurrence)."""
+        """Undirected edge count of one kind (EC counted from entity co-occurrence).
+
+        The EC count materialises ``K @ K.T``: its cost grows with the square of the
+        sentences that share a frequent entity. Use :meth:`ec_summary` on large graphs.
+        """
         if kind == "SS":
             return self.ss.nnz // 2
         if kind == "SA":
@@ -255,6 +259,26 @@ class SentenceGraph:
             co.eliminate_zeros()
             return co.nnz // 2
         raise ValueError(f"unknown edge kind {kind!r}")
+
+    def ec_summary(self) -> dict[str, int]:
+        """EC structure in time linear in the stored links (no pair materialised).
+
+        Returns:
+            ``key_entities`` (columns of ``K``), ``links`` (sentence-entity
+            incidences, ``K.nnz``), ``pairs_upper_bound`` (the sum over entities of
+            ``C(sentences, 2)``: the EC pair count if no two sentences shared two
+            key entities) and ``largest_entity`` (most sentences on one entity).
+        """
+        kmat = self.key_matrix
+        if kmat.shape[1] == 0:
+            return {"key_entities": 0, "links": 0, "pairs_upper_bound": 0, "largest_entity": 0}
+        per_entity = np.bincount(kmat.indices, minlength=kmat.shape[1]).astype(np.int64)
+        return {
+            "key_entities": int(kmat.shape[1]),
+            "links": int(kmat.nnz),
+            "pairs_upper_bound": int((per_entity * (per_entity - 1) // 2).sum()),
+            "largest_entity": int(per_entity.max()),
+        }
 
     def neighbors(
         self, rows: Sequence[int], kinds: Sequence[str] = EDGE_KINDS

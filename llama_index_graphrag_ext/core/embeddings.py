@@ -161,8 +161,9 @@ def knn_graph(
     exclude_self: bool = True,
     others: np.ndarray | None = None,
     show_progress: bool = False,
+    approximate: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact k-nearest-neighbour lists by cosine, computed in row blocks.
+    """k-nearest-neighbour lists by cosine: exact in row blocks, or approximate when large.
 
     Each block of rows is multiplied against all rows at once (one BLAS call), so
     memory stays at ``block_size * n`` floats and time is one pass of matrix
@@ -174,6 +175,10 @@ def knn_graph(
         block_size: Rows per block.
         exclude_self: Drop each row's own index (only when ``others`` is None).
         others: Optional ``(m, d)`` candidate rows; defaults to ``matrix`` itself.
+        approximate: ``None`` (default): exact below
+            :data:`~.ann.APPROX_FROM_PAIRS` query-candidate pairs, the faiss
+            inverted-file search (:func:`~.ann.ivf_knn`) above; ``True`` /
+            ``False`` force one. The exact search is quadratic in the rows.
 
     Returns:
         ``(indices, scores)`` of shape ``(n, k')``, best first, ties by lower index.
@@ -185,6 +190,17 @@ def knn_graph(
     idx_out = np.zeros((n, kk), dtype=np.int64)
     sim_out = np.zeros((n, kk), dtype=np.float32)
     if n == 0 or kk == 0:
+        return idx_out, sim_out
+    from .ann import ivf_knn, use_approximate
+
+    if use_approximate(n, m, approximate):
+        idx_out, sim_out = ivf_knn(matrix, cand, kk, exclude_self=same)
+        short = np.flatnonzero((idx_out < 0).any(axis=1))
+        if len(short):  # rare: the probed cells held fewer than k rows; fill exactly
+            sims = matrix[short] @ cand.T
+            if same:
+                sims[np.arange(len(short)), short] = -np.inf
+            idx_out[short], sim_out[short] = _block_top_k(sims, kk)
         return idx_out, sim_out
     starts = range(0, n, block_size)
     for start in tqdm(starts, desc="kNN graph", disable=not show_progress, leave=False):

@@ -12,7 +12,8 @@ Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,
 ``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``,
 ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`.bridges`) and
-``prior`` (the retriever's ``cosine_prior``). Name suffixes set them too, in this
+``prior`` (the retriever's ``cosine_prior``) and ``candidates`` (the retriever's
+``max_candidates``; 0 scores every chunk). Name suffixes set them too, in this
 order: ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1``, e.g.
 ``lprag-pseudo-mlp-bridges-hard0.5-prior1``.
 """
@@ -30,6 +31,7 @@ from ..core.nodes import PassageParser
 from ..eval.registry import BenchContext, BenchSystem, register_method
 from .chunker import LLMAtomicChunker, is_embedded_llm
 from .index import ChunkQueryLinkIndex
+from .retriever import DEFAULT_MAX_CANDIDATES
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +98,18 @@ def build_lprag_pseudo(documents: Sequence[Document], ctx: BenchContext) -> Benc
         **_settings(ctx),
     )
     return BenchSystem(
-        retriever=index.as_retriever(
-            similarity_top_k=ctx.top_k, cosine_prior=ctx.option("prior", 0.0)
-        ),
+        retriever=_retriever(index, ctx),
         info=_info(index, ctx, query_source="pseudo (sentence windows, not questions)"),
+    )
+
+
+def _retriever(index: ChunkQueryLinkIndex, ctx: BenchContext):
+    # ``--set candidates=0`` scores every chunk (the paper); the default caps large indexes.
+    cap = int(ctx.option("candidates", DEFAULT_MAX_CANDIDATES))
+    return index.as_retriever(
+        similarity_top_k=ctx.top_k,
+        cosine_prior=ctx.option("prior", 0.0),
+        max_candidates=cap if cap > 0 else None,
     )
 
 
@@ -134,9 +144,7 @@ def build_lprag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
         **_settings(ctx),
     )
     return BenchSystem(
-        retriever=index.as_retriever(
-            similarity_top_k=ctx.top_k, cosine_prior=ctx.option("prior", 0.0)
-        ),
+        retriever=_retriever(index, ctx),
         info=_info(
             index,
             ctx,

@@ -699,27 +699,46 @@ class LinkScorer:
         return int(self.z_chunks.shape[0])
 
     @torch.no_grad()
-    def logits(self, z_query: np.ndarray, neighbors: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def logits(
+        self,
+        z_query: np.ndarray,
+        neighbors: np.ndarray,
+        weights: np.ndarray,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray:
         """``phi(q, C)`` for every chunk ``C`` for one new query node (§3.4 Inference).
 
         Args:
             z_query: ``(d,)`` unit query feature.
             neighbors: ``(M,)`` chunks the query is attached to (message edges only).
             weights: ``(M,)`` their edge weights.
+            rows: Score only these chunk rows (``None``: all). The decoder is an MLP
+                on every (query, chunk) pair, ``n x hidden^2`` work per query, so
+                large indexes score a candidate set (see the retriever).
+
+        Returns:
+            One logit per chunk of ``rows`` (or per chunk), in that order.
         """
-        n = self.num_chunks
         zq = torch.from_numpy(np.asarray(z_query, np.float32)[None, :])
         nb = torch.from_numpy(np.asarray(neighbors, np.int64)[None, :])
         ww = torch.from_numpy(np.asarray(weights, np.float32)[None, :])
         hq = self.model.query_states(zq, nb, ww, self.states, self.graph)
-        cos = self.z_chunks @ zq[0]
+        states, z_chunks = self.states[-1], self.z_chunks
+        if rows is None:
+            rows_np = np.arange(self.num_chunks)
+        else:
+            rows_np = np.asarray(rows, np.int64)
+            index = torch.from_numpy(rows_np)
+            states, z_chunks = states[index], z_chunks[index]
+        n = len(rows_np)
+        cos = z_chunks @ zq[0]
         common = None
         if self.model.kind == "ncn":
             common = common_neighbor_sum(
                 np.asarray(neighbors, np.int64)[None, :],
                 np.zeros(n, np.int64),
-                np.arange(n),
+                rows_np,
                 self.states[-1],
                 self.graph,
             )
-        return self.model.decode(hq.expand(n, -1), self.states[-1], cos, common).numpy()
+        return self.model.decode(hq.expand(n, -1), states, cos, common).numpy()

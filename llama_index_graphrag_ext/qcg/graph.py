@@ -8,7 +8,11 @@ current one and never see a half-updated graph.
 
 kNN lists are exact, by cosine, computed with blocked matrix products; ties go
 to the earlier node, so an incrementally maintained graph equals a rebuild
-(:meth:`QueryLayer.added` / :meth:`QueryLayer.without_chunks`).
+(:meth:`QueryLayer.added` / :meth:`QueryLayer.without_chunks`). A build too
+large for the quadratic exact search (past :data:`~..core.ann.APPROX_FROM_PAIRS`
+pairs, about 50k query nodes) uses the approximate inverted-file search of
+:mod:`..core.ann` instead, where a rebuild and an incremental update may then
+differ in the few neighbours the approximation misses.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.ann import ivf_knn, use_approximate
 from .generator import QueryPair
 
 _NONE = -1
@@ -30,8 +35,9 @@ def knn_rows(
     chunk_codes: np.ndarray | None = None,
     *,
     block_size: int = 1024,
+    approximate: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Exact kNN of ``matrix[rows]`` among all rows of ``matrix`` (self excluded).
+    """kNN of ``matrix[rows]`` among all rows of ``matrix`` (self excluded).
 
     Args:
         matrix: ``(n, d)`` unit rows.
@@ -40,6 +46,8 @@ def knn_rows(
         chunk_codes: When given, rows with the same code (same chunk) are not
             neighbours of each other (the ``exclude_same_chunk`` option).
         block_size: Rows per matrix product.
+        approximate: ``None``: exact unless the search is large (see
+            :func:`~..core.ann.use_approximate`); ``True`` / ``False`` force one.
 
     Returns:
         ``(idx, sims)`` of shape ``(len(rows), k)``, best first, ties to the lower
@@ -51,6 +59,8 @@ def knn_rows(
     sims = np.full((len(rows), k), -np.inf, dtype=np.float32)
     if n == 0 or k == 0 or len(rows) == 0:
         return idx, sims
+    if use_approximate(len(rows), n, approximate):
+        return _approximate_knn_rows(matrix, rows, k, chunk_codes)
     for start in range(0, len(rows), block_size):
         part = rows[start : start + block_size]
         block = matrix[part] @ matrix.T
@@ -59,6 +69,35 @@ def knn_rows(
             block[chunk_codes[part][:, None] == chunk_codes[None, :]] = -np.inf
         i, s = _top_k_block(block, k)
         idx[start : start + len(part)], sims[start : start + len(part)] = i, s
+    return idx, sims
+
+
+def _approximate_knn_rows(
+    matrix: np.ndarray, rows: np.ndarray, k: int, chunk_codes: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`knn_rows` by the inverted-file search: ask for spare neighbours, then mask.
+
+    The self row and (with ``chunk_codes``) the rows of the same chunk are not
+    neighbours; asking for ``k`` plus the largest chunk's row count leaves ``k``
+    after masking them out.
+    """
+    spare = 1
+    if chunk_codes is not None:
+        spare += int(min(np.bincount(chunk_codes).max(), 64))
+    want = min(k + spare, matrix.shape[0])
+    cand, cand_sims = ivf_knn(matrix[rows], matrix, want)
+    bad = (cand < 0) | (cand == rows[:, None])
+    if chunk_codes is not None:
+        bad |= chunk_codes[np.maximum(cand, 0)] == chunk_codes[rows][:, None]
+    cand_sims = np.where(bad, -np.inf, cand_sims)
+    # Best first, ties to the lower index (as the exact search breaks them).
+    order = np.lexsort((np.where(bad, np.iinfo(np.int64).max, cand), -cand_sims), axis=1)[:, :k]
+    idx = np.take_along_axis(np.where(bad, _NONE, cand), order, axis=1)
+    sims = np.take_along_axis(cand_sims, order, axis=1).astype(np.float32)
+    if idx.shape[1] < k:
+        pad = k - idx.shape[1]
+        idx = np.hstack([idx, np.full((len(rows), pad), _NONE, np.int64)])
+        sims = np.hstack([sims, np.full((len(rows), pad), -np.inf, np.float32)])
     return idx, sims
 
 

@@ -116,7 +116,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
 
     Two layers: chunk nodes and query nodes. ``E_inter`` links each query node
     to its source chunk; ``E_intra`` links it to its ``k`` most similar query
-    nodes (exact, blocked matrix products; directed as in the paper, self
+    nodes (exact, blocked matrix products, or past about 50k query nodes the
+    approximate search of :mod:`..core.ann`; directed as in the paper, self
     excluded, same-chunk neighbours allowed unless ``exclude_same_chunk``).
 
     Args:

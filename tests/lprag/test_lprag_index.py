@@ -202,3 +202,29 @@ def test_cosine_prior_pulls_the_ranking_towards_the_encoder(index):
     assert strong[0].node.metadata["evidence"]["cosine_prior"] == 1000.0
     with pytest.raises(ValueError, match="cosine_prior"):
         index.as_retriever(cosine_prior=-1.0)
+
+
+def test_candidate_cap_scores_the_nearest_chunks_with_the_same_logits(index):
+    query = "Which river flows through the capital of France?"
+    exhaustive = index.as_retriever(similarity_top_k=8, max_candidates=None)
+    capped = index.as_retriever(similarity_top_k=8, max_candidates=4)
+    full = {
+        r.node.node_id: r.metadata["evidence"]["link_logit"] for r in exhaustive.retrieve(query)
+    }
+    got = capped.retrieve(query)
+    # Only the 4 chunks nearest by cosine are scored, each with its exhaustive logit.
+    z = index._chunks.get(index.chunk_ids())
+    q = np.asarray(index.embed_model.get_query_embedding(query), np.float32)
+    nearest = {index.chunk_ids()[i] for i in np.argsort(-(z @ (q / np.linalg.norm(q))))[:4]}
+    assert {r.node.node_id for r in got} == nearest
+    for r in got:
+        assert r.metadata["evidence"]["link_logit"] == pytest.approx(full[r.node.node_id], abs=1e-4)
+    assert [r.node.node_id for r in got] == [i for i in full if i in nearest]
+    # A cap at or above the corpus size is the exhaustive retriever.
+    same = index.as_retriever(similarity_top_k=8, max_candidates=8).retrieve(query)
+    assert [(r.node.node_id, r.score) for r in same] == [
+        (r.node.node_id, r.score) for r in exhaustive.retrieve(query)
+    ]
+    assert sum(1 for p in capped.scores(query).values() if p > 0) == 4
+    with pytest.raises(ValueError, match="max_candidates"):
+        index.as_retriever(max_candidates=2)  # fewer than the query's 3 attachments

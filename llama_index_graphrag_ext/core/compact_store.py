@@ -1,0 +1,168 @@
+"""Compact in-memory LlamaIndex stores: each value kept as (compressed) JSON bytes.
+
+LlamaIndex's ``SimpleKVStore`` holds every value as a live Python dict. For a
+docstore that is a node's whole JSON tree (text, metadata, relationships,
+templates, ...) as nested dicts: about 5 KB per passage-sized chunk, over
+three times the 1.5 KB of its 384-d float32 vector, so the nodes, not the
+vectors, dominated every index's memory in the growth curves
+(``docs/scaling.md``). :class:`CompactKVStore` keeps each value as its JSON
+encoding instead, zlib-compressed when that pays, and decodes it on read. A
+read costs tens of microseconds per node, which retrieval (a few nodes per
+query) does not notice.
+
+It is a ``SimpleKVStore`` to the rest of LlamaIndex: ``SimpleDocumentStore``
+and ``SimpleIndexStore`` take it as their backend unchanged, and it persists
+to the same plain JSON layout, so a persisted store loads with the stock
+classes too. :func:`compact_storage_context` builds a ``StorageContext``
+whose docstore and index store use it; the suite's indexes use one by default.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import zlib
+from typing import Any
+
+from llama_index.core import StorageContext
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.index_store import SimpleIndexStore
+from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
+from llama_index.core.storage.kvstore.types import DEFAULT_COLLECTION
+
+#: Values whose JSON is shorter than this are kept uncompressed (zlib's header
+#: and the poor ratio on short strings would make them bigger).
+COMPRESS_FROM_BYTES = 160
+
+_RAW, _ZLIB = b"j", b"z"
+
+
+def encode_value(value: dict) -> bytes:
+    """A value's compact form: a one-byte tag, then JSON (zlib-compressed if long)."""
+    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", errors="surrogatepass"
+    )
+    if len(raw) < COMPRESS_FROM_BYTES:
+        return _RAW + raw
+    packed = zlib.compress(raw, 6)
+    return _ZLIB + packed if len(packed) < len(raw) else _RAW + raw
+
+
+def decode_value(blob: bytes) -> dict:
+    """Inverse of :func:`encode_value` (a fresh dict on every call)."""
+    body = blob[1:]
+    if blob[:1] == _ZLIB:
+        body = zlib.decompress(body)
+    return json.loads(body.decode("utf-8", errors="surrogatepass"))
+
+
+class CompactKVStore(SimpleKVStore):
+    """An in-memory KV store that keeps values as encoded bytes (see the module docs).
+
+    Same contract as ``SimpleKVStore``: ``get`` returns a copy, ``persist`` /
+    ``from_persist_path`` / ``to_dict`` / ``from_dict`` use the plain JSON
+    layout. Writers are serialised by a lock; readers decode their own copy.
+    """
+
+    def __init__(self, data: dict[str, dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._data = {}
+        for collection, values in (data or {}).items():
+            self._data[collection] = {k: encode_value(v) for k, v in values.items()}
+
+    def put(self, key: str, val: dict, collection: str = DEFAULT_COLLECTION) -> None:
+        blob = encode_value(val)
+        with self._lock:
+            self._data.setdefault(collection, {})[key] = blob
+
+    async def aput(self, key: str, val: dict, collection: str = DEFAULT_COLLECTION) -> None:
+        self.put(key, val, collection)
+
+    def put_all(
+        self,
+        kv_pairs: list[tuple[str, dict]],
+        collection: str = DEFAULT_COLLECTION,
+        batch_size: int = 1,
+    ) -> None:
+        encoded = [(key, encode_value(val)) for key, val in kv_pairs]
+        with self._lock:
+            self._data.setdefault(collection, {}).update(encoded)
+
+    async def aput_all(
+        self,
+        kv_pairs: list[tuple[str, dict]],
+        collection: str = DEFAULT_COLLECTION,
+        batch_size: int = 1,
+    ) -> None:
+        self.put_all(kv_pairs, collection, batch_size)
+
+    def get(self, key: str, collection: str = DEFAULT_COLLECTION) -> dict | None:
+        blob = self._data.get(collection, {}).get(key)
+        return None if blob is None else decode_value(blob)
+
+    async def aget(self, key: str, collection: str = DEFAULT_COLLECTION) -> dict | None:
+        return self.get(key, collection)
+
+    def get_all(self, collection: str = DEFAULT_COLLECTION) -> dict[str, dict]:
+        values = dict(self._data.get(collection, {}))  # a snapshot: writers may run
+        return {key: decode_value(blob) for key, blob in values.items()}
+
+    async def aget_all(self, collection: str = DEFAULT_COLLECTION) -> dict[str, dict]:
+        return self.get_all(collection)
+
+    def delete(self, key: str, collection: str = DEFAULT_COLLECTION) -> bool:
+        with self._lock:
+            try:
+                del self._data[collection][key]
+            except KeyError:
+                return False
+            return True
+
+    async def adelete(self, key: str, collection: str = DEFAULT_COLLECTION) -> bool:
+        return self.delete(key, collection)
+
+    def stored_bytes(self) -> int:
+        """Bytes of encoded values held (keys and dict overhead not counted)."""
+        return sum(len(b) for values in self._data.values() for b in values.values())
+
+    def to_dict(self) -> dict:
+        """The plain layout ``{collection: {key: value}}`` (decoded copies)."""
+        return {c: self.get_all(c) for c in list(self._data)}
+
+    @classmethod
+    def from_dict(cls, save_dict: dict) -> CompactKVStore:
+        return cls(save_dict)
+
+    def persist(self, persist_path: str, fs: Any = None) -> None:
+        """Write the plain JSON layout (readable by ``SimpleKVStore`` as well)."""
+        import os
+
+        import fsspec
+
+        fs = fs or fsspec.filesystem("file")
+        dirpath = os.path.dirname(persist_path)
+        if dirpath and not fs.exists(dirpath):
+            fs.makedirs(dirpath)
+        with fs.open(persist_path, "w") as f:
+            f.write(json.dumps(self.to_dict()))
+
+    @classmethod
+    def from_persist_path(cls, persist_path: str, fs: Any = None) -> CompactKVStore:
+        return cls.from_dict(SimpleKVStore.from_persist_path(persist_path, fs=fs).to_dict())
+
+
+def compact_docstore() -> SimpleDocumentStore:
+    """A ``SimpleDocumentStore`` on a :class:`CompactKVStore`."""
+    return SimpleDocumentStore(simple_kvstore=CompactKVStore())
+
+
+def compact_storage_context(**kwargs: Any) -> StorageContext:
+    """``StorageContext.from_defaults`` with a compact docstore and index store.
+
+    Keyword arguments (``vector_store=``, ``graph_store=``, ...) pass through;
+    an explicit ``docstore`` or ``index_store`` wins over the compact default.
+    """
+    kwargs.setdefault("docstore", compact_docstore())
+    kwargs.setdefault("index_store", SimpleIndexStore(simple_kvstore=CompactKVStore()))
+    return StorageContext.from_defaults(**kwargs)

@@ -1,0 +1,77 @@
+"""The compact docstore backend (core/compact_store.py)."""
+
+from __future__ import annotations
+
+import json
+
+from llama_index.core.schema import Document, TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
+
+from llama_index_graphrag_ext.core.compact_store import (
+    CompactKVStore,
+    compact_docstore,
+    compact_storage_context,
+    decode_value,
+    encode_value,
+)
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex
+
+TEXT = "Warsaw is the capital of Poland. It lies on the river Vistula. " * 6
+
+
+def test_values_round_trip_short_long_and_unicode():
+    for value in ({"a": 1}, {"text": TEXT, "n": [1, 2, 3]}, {"t": "Zürich \ud800 東京"}):
+        blob = encode_value(value)
+        assert decode_value(blob) == value
+    assert encode_value({"a": 1})[:1] == b"j"  # short: kept raw
+    long = encode_value({"text": TEXT})
+    assert long[:1] == b"z" and len(long) < len(json.dumps({"text": TEXT}))
+
+
+def test_kvstore_contract_and_copies():
+    store = CompactKVStore()
+    store.put("k", {"x": [1]}, collection="c")
+    got = store.get("k", collection="c")
+    got["x"].append(2)  # a copy: the stored value is unchanged
+    assert store.get("k", collection="c") == {"x": [1]}
+    store.put_all([("a", {"v": 1}), ("b", {"v": 2})], collection="c")
+    assert store.get_all("c") == {"k": {"x": [1]}, "a": {"v": 1}, "b": {"v": 2}}
+    assert store.delete("a", "c") and not store.delete("a", "c")
+    assert store.get("missing") is None
+
+
+def test_docstore_nodes_persist_in_the_plain_layout(tmp_path):
+    docstore = compact_docstore()
+    nodes = [TextNode(id_=f"n{i}", text=f"{TEXT} {i}", metadata={"title": "T"}) for i in range(5)]
+    docstore.add_documents(nodes)
+    assert docstore.get_node("n3").text == nodes[3].text
+    assert docstore.get_node("n3").metadata == {"title": "T"}
+    path = tmp_path / "docstore.json"
+    docstore.persist(str(path))
+    plain = SimpleDocumentStore.from_persist_path(str(path))  # the stock class reads it
+    assert plain.get_node("n4").text == nodes[4].text
+    again = CompactKVStore.from_persist_path(str(path))
+    assert SimpleDocumentStore(simple_kvstore=again).get_node("n0").text == nodes[0].text
+    # Far fewer bytes than the dict-per-node store would hold as JSON.
+    raw = sum(len(json.dumps(v)) for v in SimpleKVStore.from_persist_path(str(path)).to_dict()[
+        "docstore/data"
+    ].values())  # fmt: skip
+    assert docstore._kvstore.stored_bytes() < raw
+
+
+def test_suite_indexes_use_it_by_default_and_reload(bow_embed, tmp_path):
+    docs = [Document(id_=f"d{i}", text=f"{TEXT} Document {i}.") for i in range(4)]
+    index = QueryCentricGraphIndex.from_documents(
+        docs, embed_model=bow_embed, transformations=[PassageParser()], preset="sentences"
+    )
+    assert isinstance(index.docstore._kvstore, CompactKVStore)
+    index.persist(tmp_path / "qcg")
+    loaded = QueryCentricGraphIndex.load(tmp_path / "qcg", embed_model=bow_embed)
+    assert isinstance(loaded.docstore._kvstore, CompactKVStore)
+    assert [n.text for n in loaded.get_chunks(loaded.chunk_ids())] == [
+        n.text for n in index.get_chunks(index.chunk_ids())
+    ]
+    ctx = compact_storage_context()
+    assert isinstance(ctx.docstore._kvstore, CompactKVStore)
