@@ -53,8 +53,6 @@ def build_dense_index(
 
     texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     vectors = embed_texts(embed_model, texts, show_progress=show_progress, desc="Embedding chunks")
-    for node, vector in zip(nodes, vectors, strict=True):
-        node.embedding = vector.tolist()
     if vector_store is None and "storage_context" not in kwargs:
         vector_store = NumpyVectorStore()
     if vector_store is not None:
@@ -65,7 +63,22 @@ def build_dense_index(
         else:
             storage_context.add_vector_store(vector_store, DEFAULT_VECTOR_STORE)
         kwargs["storage_context"] = storage_context
-    return VectorStoreIndex(nodes, embed_model=embed_model, **kwargs)
+    index = VectorStoreIndex([], embed_model=embed_model, **kwargs)
+    # Hand the vectors over a batch at a time: LlamaIndex takes them as lists of
+    # Python floats (12 KB per 384-d vector), which for a whole corpus at once
+    # was the dense build's peak memory (1.5 GB at 64k chunks) and left the
+    # heap fragmented afterwards.
+    for start in range(0, len(nodes), _INSERT_BATCH):
+        batch = nodes[start : start + _INSERT_BATCH]
+        for node, vector in zip(batch, vectors[start : start + _INSERT_BATCH], strict=True):
+            node.embedding = vector.tolist()
+        index.insert_nodes(batch)
+        for node in batch:
+            node.embedding = None
+    return index
+
+
+_INSERT_BATCH = 2048
 
 
 class DenseRetriever(BaseRetriever):

@@ -10,6 +10,15 @@
   and the best M of the depth survive; their units' entities anchor the next depth.
 
 Everything is adjacency look-ups and small matrix slices: no loop over the corpus.
+
+Per query, the only products over a whole table are the query against every
+unit (Knowledge Anchoring needs it) and each query entity against every entity
+(Spreading Activation). The retriever computes the unit product once and hands
+it to both stages: a beam state whose vector is still the query (every depth-1
+state, and every state without query updating) reads its scores from it
+instead of multiplying its units again. Other states are grouped by anchor
+entity, so an entity linked to many units (a "hub": a nationality, a boilerplate
+title) has its unit rows read once per depth rather than once per state.
 """
 
 from __future__ import annotations
@@ -80,6 +89,7 @@ def anchor_entities(
     use_ka: bool = True,
     entity_search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
     unit_search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    unit_scores: np.ndarray | None = None,
 ) -> Anchoring:
     """Entity-Anchoring (Algorithm 4).
 
@@ -93,6 +103,8 @@ def anchor_entities(
         entity_search: Top-k entity rows from an external vector store (``None``:
             exact, in memory); see :class:`~..core.vectors.RowSearch`.
         unit_search: The same for knowledge units.
+        unit_scores: ``view.unit_matrix @ query_vec`` when the caller already
+            has it (see :func:`query_unit_scores`); computed here otherwise.
     """
     out = Anchoring()
     seen: dict[int, None] = {}
@@ -101,8 +113,15 @@ def anchor_entities(
         if entity_search is not None:
             found = [entity_search(query_entities[n], top_k)[0] for n in names]
         else:
-            sims = np.stack([query_entities[n] for n in names]) @ view.entity_matrix.T
-            found = [top_k_of_scores(row, top_k)[0] for row in sims]
+            # Two query entities can share a vector (two spellings of one entity
+            # node's key): scan the entity table once per distinct vector.
+            keys = [np.ascontiguousarray(query_entities[n]).tobytes() for n in names]
+            distinct = {k: query_entities[n] for k, n in zip(keys, names, strict=True)}
+            sims = _products(view.entity_matrix, list(distinct.values()))
+            tops = {
+                k: top_k_of_scores(row, top_k)[0] for k, row in zip(distinct, sims, strict=True)
+            }
+            found = [tops[k] for k in keys]
         for name, idx in zip(names, found, strict=True):
             out.spreading[name] = [int(j) for j in idx]
             seen.update(dict.fromkeys(out.spreading[name]))
@@ -110,11 +129,88 @@ def anchor_entities(
         if unit_search is not None:
             idx, _ = unit_search(query_vec, top_k)
         else:
-            idx, _ = top_k_of_scores(view.unit_matrix @ query_vec, top_k)
+            if unit_scores is None:
+                unit_scores = view.unit_matrix @ query_vec
+            idx, _ = top_k_of_scores(unit_scores, top_k)
         out.knowledge_units = [int(i) for i in idx]
         for u in out.knowledge_units:
             seen.update(dict.fromkeys(int(e) for e in view.unit_entities[u]))
     out.seeds = list(seen)
+    return out
+
+
+def _products(
+    matrix: np.ndarray, vectors: Sequence[np.ndarray], rows: np.ndarray | None = None
+) -> np.ndarray:
+    """``matrix[rows] @ vector`` for each vector, as a ``(len(vectors), len(rows))`` array.
+
+    ``rows=None`` means every row. Two tables are scanned whole per query (every
+    entity per query entity, every unit), and a hub entity's units can be a
+    large share of the unit table, so these products are most of a query's
+    time. Measured with one BLAS thread: OpenBLAS's matrix-matrix product is
+    slow with only a few columns, and a loop of matrix-vector products reads
+    the matrix from memory once per vector. So the rows are walked in blocks
+    small enough to stay in cache (gathered first when ``rows`` is given) and
+    each block is multiplied by every vector: the matrix is read once, and a
+    hub's rows are never copied out whole. On a 100,000 x 384 table with three
+    vectors this took 25-28 ms against 40 ms for the loop and 40 ms for the
+    matrix-matrix product; on 18,000 gathered rows, 4.5 ms against 6.8 ms.
+    """
+    n = matrix.shape[0] if rows is None else rows.size
+    out = np.empty((len(vectors), n), dtype=np.result_type(matrix, *vectors))
+    for start in range(0, n, _BLOCK_ROWS):
+        if rows is None:
+            block = matrix[start : start + _BLOCK_ROWS]
+        else:
+            block = matrix[rows[start : start + _BLOCK_ROWS]]
+        for i, vector in enumerate(vectors):
+            np.matmul(block, vector, out=out[i, start : start + block.shape[0]])
+    return out
+
+
+_BLOCK_ROWS = 512  # 768 KB of float32 rows at 384 dimensions: stays in cache
+
+
+def query_unit_scores(view: CueGraphView, query_vec: np.ndarray) -> np.ndarray:
+    """The query's score against every unit: the one full unit product of a query."""
+    return view.unit_matrix @ query_vec
+
+
+def _state_scores(
+    view: CueGraphView,
+    states: Sequence[tuple[int, np.ndarray, tuple[int, ...], PathCandidate | None]],
+    query_vec: np.ndarray,
+    unit_scores: np.ndarray | None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per state: the units of its entity not yet on its path, and their scores (Alg. 3 line 9).
+
+    The score of unit ``k`` in state ``(v, phi, path)`` is ``phi(k) . phi``, as in
+    the paper; only where it is computed changes (see the module docs).
+    """
+    units = view.unit_matrix
+    scored: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(states)
+    by_entity: dict[int, list[int]] = {}
+    for i, (v, phi, _, _) in enumerate(states):
+        if unit_scores is not None and phi is query_vec:
+            # the state's vector is still the query: its scores are already known
+            linked = view.entity_units[v]
+            scored[i] = (linked, unit_scores[linked])
+        else:
+            by_entity.setdefault(v, []).append(i)
+    for v, members in by_entity.items():
+        # several paths may have reached this entity: one pass over its units for all
+        linked = view.entity_units[v]
+        product = _products(units, [states[i][1] for i in members], linked)
+        for row, i in zip(product, members, strict=True):
+            scored[i] = (linked, row)
+    out = []
+    for (_, _, path, _), (linked, scores) in zip(states, scored, strict=True):
+        if path:  # units already on the path are not candidates (line 9: S excluded)
+            keep = np.ones(linked.size, dtype=bool)
+            for u in path:
+                keep &= linked != u
+            linked, scores = linked[keep], scores[keep]
+        out.append((linked, scores))
     return out
 
 
@@ -129,6 +225,7 @@ def beam_search(
     depth: int = 3,
     beam: int = 5,
     use_qu: bool = True,
+    unit_scores: np.ndarray | None = None,
 ) -> list[list[PathCandidate]]:
     """The iterative retrieval of Algorithm 3 (lines 5-18).
 
@@ -142,6 +239,9 @@ def beam_search(
         depth: D: search depth.
         beam: M: paths kept per depth (across all states).
         use_qu: Query updating; without it every state keeps ``phi(q)``.
+        unit_scores: ``view.unit_matrix @ query_vec`` if the caller has it (see
+            :func:`query_unit_scores`): states whose vector is the query read
+            their scores from it.
 
     Returns:
         The paths kept at each depth (``C*`` split by depth), best first.
@@ -153,13 +253,11 @@ def beam_search(
     kept_by_depth: list[list[PathCandidate]] = []
     for d in range(1, depth + 1):
         candidates: dict[tuple[int, ...], PathCandidate] = {}
-        for v, phi, path, parent in states:
-            linked = view.entity_units[v]
-            if path:
-                linked = linked[~np.isin(linked, path)]
+        scored = _state_scores(view, states, query_vec, unit_scores)
+        for (v, phi, path, parent), (linked, unit_sims) in zip(states, scored, strict=True):
             if linked.size == 0:
                 continue
-            idx, _ = top_k_of_scores(units[linked] @ phi, top_k)  # line 9
+            idx, _ = top_k_of_scores(unit_sims, top_k)  # line 9
             for k in linked[idx].tolist():
                 key = tuple(sorted((*path, k)))  # line 12
                 if key in candidates:  # the same unit set reached twice: keep the first

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -13,7 +14,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from ..core.defaults import resolve_llm
@@ -23,7 +24,7 @@ from ..core.nlp import extract_entities, load_spacy, normalize_entity
 from ..core.nodes import require_query, with_evidence
 from .extractor import _is_embedded_llm
 from .prompts import QUERY_ENTITY_PROMPT
-from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
+from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search, query_unit_scores
 from .scoring import QIterScorer, as_scorer
 from .view import CueGraphView
 
@@ -43,6 +44,41 @@ def _validate_entities(value: Any) -> list[str]:
     if not isinstance(value, list):
         raise ValueError(f"expected a list of entities, got {type(value).__name__}")
     return [" ".join(str(v).split()) for v in value if str(v).strip()]
+
+
+class _ChunkTexts(Sequence[str]):
+    """The candidate chunks' texts, fetched from the docstore only if a scorer reads them.
+
+    Every unit on a kept path brings all its chunks as candidates, and a shared
+    unit can sit in many chunks, so there are several times ``top_n`` candidates.
+    The default embedding scorer never reads their texts: fetching (and
+    deserialising) only the chunks returned saves that work per query.
+    """
+
+    def __init__(self, index: MultiPartiteIndex, cids: list[str]) -> None:
+        self._index = index
+        self._cids = cids
+        self._nodes: dict[str, BaseNode] | None = None
+
+    def _all(self) -> dict[str, BaseNode]:
+        if self._nodes is None:
+            found = self._index.get_chunks(self._cids) if self._cids else []
+            self._nodes = {n.node_id: n for n in found}
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._cids)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._all()[self._cids[i]].get_content()
+
+    def nodes(self, cids: list[str]) -> dict[str, BaseNode]:
+        """The nodes of ``cids`` (from the full fetch if a scorer made one)."""
+        if self._nodes is not None:
+            return {c: self._nodes[c] for c in cids}
+        return {n.node_id: n for n in self._index.get_chunks(cids)} if cids else {}
 
 
 class QIterRetriever(BaseRetriever):
@@ -205,6 +241,12 @@ class QIterRetriever(BaseRetriever):
         view: CueGraphView,
     ) -> list[NodeWithScore]:
         index = self._index
+        unit_search = index.row_search("units", view, view.unit_ids, view.unit_matrix)
+        # Knowledge Anchoring scores every unit against the query anyway (in memory);
+        # the beam search reuses those scores instead of recomputing them per state.
+        unit_scores = None
+        if self.use_ka and unit_search is None:
+            unit_scores = query_unit_scores(view, query_vec)
         anchoring = anchor_entities(
             view,
             query_vec,
@@ -213,7 +255,8 @@ class QIterRetriever(BaseRetriever):
             use_sa=self.use_sa,
             use_ka=self.use_ka,
             entity_search=index.row_search("entities", view, view.entity_ids, view.entity_matrix),
-            unit_search=index.row_search("units", view, view.unit_ids, view.unit_matrix),
+            unit_search=unit_search,
+            unit_scores=unit_scores,
         )
         kept = beam_search(
             view,
@@ -225,6 +268,7 @@ class QIterRetriever(BaseRetriever):
             depth=self.depth,
             beam=self.beam,
             use_qu=self.use_qu,
+            unit_scores=unit_scores,
         )
         return self._rank_chunks(query, query_vec, view, anchoring, kept)
 
@@ -246,14 +290,14 @@ class QIterRetriever(BaseRetriever):
                         if path not in bucket:
                             bucket.append(path)
         cids = [c for c in paths_of if c in view.chunk_row]
-        chunks = {n.node_id: n for n in self._index.get_chunks(cids)} if cids else {}
         rows = [view.chunk_row[c] for c in cids]
-        texts = [chunks[c].get_content() for c in cids]
+        texts = _ChunkTexts(self._index, cids)
         scores = np.asarray(self.scorer.score_chunks(query, query_vec, view, rows, texts), float)
         if self.path_weight:
             best = np.array([max(p.score for p in paths_of[c]) for c in cids], dtype=float)
             scores = scores + self.path_weight * best
         order, _ = top_k_of_scores(scores, self.top_n)
+        chunks = texts.nodes([cids[i] for i in order.tolist()])
         entity_names = view.entity_names
         results: list[NodeWithScore] = []
         seeds = [entity_names[e] for e in anchoring.seeds]

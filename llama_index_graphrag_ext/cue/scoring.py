@@ -63,7 +63,12 @@ class EmbeddingScorer:
         if not paths:
             return np.zeros(0, dtype=np.float32)
         mat = view.unit_matrix
-        sums = np.stack([mat[list(p)].sum(axis=0) for p in paths])
+        if len({len(p) for p in paths}) == 1:
+            # Beam search scores paths of one length per depth: one gather, and
+            # the same row-by-row sum as the loop below (so the same floats).
+            sums = mat[np.asarray(paths, dtype=np.int64)].sum(axis=1)
+        else:
+            sums = np.stack([mat[list(p)].sum(axis=0) for p in paths])
         return normalize_rows(sums) @ query_vec
 
     def score_chunks(self, query, query_vec, view, chunk_rows, texts):

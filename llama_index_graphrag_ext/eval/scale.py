@@ -313,21 +313,22 @@ class HashEmbedding(BaseEmbedding):
     """
 
     dim: int = Field(default=384, gt=0, description="Vector dimension.")
-    _slots: dict = PrivateAttr(default_factory=dict)
 
     @classmethod
     def class_name(cls) -> str:
         return "HashEmbedding"
 
     def _vector(self, text: str) -> list[float]:
-        dim, slots = self.dim, self._slots  # locals: pydantic attribute access is slow
+        # No per-word cache: it grew with the vocabulary and showed up as the
+        # index's own memory in the growth curves. crc32 per word is cheap.
+        dim = self.dim  # a local: pydantic attribute access is slow
+        codes = np.fromiter(
+            (zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in _WORD.findall(text.lower())),
+            dtype=np.int64,
+        )
         vec = np.zeros(dim, dtype=np.float32)
-        for word in _WORD.findall(text.lower()):
-            slot = slots.get(word)
-            if slot is None:
-                code = zlib.crc32(word.encode("utf-8"))
-                slot = slots[word] = (code % dim, 1.0 if code & 1 << 31 else -1.0)
-            vec[slot[0]] += slot[1]
+        signs = np.where(codes & (1 << 31), 1.0, -1.0).astype(np.float32)
+        np.add.at(vec, codes % dim, signs)
         norm = float(np.linalg.norm(vec))
         if norm == 0:
             vec[0], norm = 1.0, 1.0

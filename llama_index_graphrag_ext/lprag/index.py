@@ -450,10 +450,26 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             self._snapshot = None
         else:
             structure = ChunkStructure(len(ids), rows, cols, weights)
-            matrix = self._chunks.matrix.copy()
+            # No copy: the table swaps in new arrays on writes, never edits them in place.
+            matrix = self._chunks.matrix
             self._snapshot = _Snapshot(
                 LinkScorer(self._model, matrix, structure), tuple(ids), matrix
             )
+        # The TypedGraph is only for viz and persistence: built when first asked
+        # for (a networkx graph of every chunk, query and link costs more memory
+        # than the vectors; docs/scaling.md).
+        self._graph = None
+
+    @property
+    def graph(self) -> TypedGraph | None:
+        """Chunks (``similar`` edges) and queries (``asks`` edges) as a :class:`TypedGraph`."""
+        if self._graph is None and len(self._chunks):
+            self._graph = self._typed_graph()
+        return self._graph
+
+    def _typed_graph(self) -> TypedGraph:
+        ids = self._chunks.ids
+        rows, cols, weights = self._edges
         graph = TypedGraph()
         graph.add_nodes(ids, "chunk")
         graph.add_edges(
@@ -466,7 +482,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             [{"text": q.text, "origin": q.origin} for q in self._queries],
         )
         graph.add_edges(((q.id, c, 1.0) for q in self._queries for c in q.chunks), "asks")
-        self._graph = graph
+        return graph
 
     # ------------------------------------------------------------------ persistence
 

@@ -91,6 +91,13 @@ def test_graph_neighbors_label_edges_and_shared_entities():
     sg = SentenceGraph.build(recs, vecs, alpha=1.0, m=0, window=3)
     assert sg.num_edges("SS") == 0 and sg.num_edges("SA") == 1
     assert sg.num_edges("EC") == 2  # warsaw (0-2), paris (1-3)
+    # The linear-time summary: 6 entities over 8 links; each shared entity makes one pair.
+    assert sg.ec_summary() == {
+        "key_entities": 6,
+        "links": 8,
+        "pairs_upper_bound": 2,
+        "largest_entity": 2,
+    }
     nb = sg.neighbors([0], ("EC", "SA"))
     assert nb == {2: {"EC": [0]}, 1: {"SA": [0]}}
     assert sg.shared_entities(0, 2) == ["warsaw"]
