@@ -3,6 +3,8 @@
 | module | what it gives |
 |---|---|
 | :mod:`.embeddings` | batched embedding, exact top-k, blocked kNN graphs |
+| :mod:`.ann` | approximate kNN graphs for large tables (faiss IVF) |
+| :mod:`.compact_store` | compressed in-memory KV store: the default docstore backend |
 | :mod:`.vectors` | vector tables: in-memory numpy or any LlamaIndex vector store |
 | :mod:`.graph` | the typed graph on networkx |
 | :mod:`.viz` | GraphML and offline HTML export of a graph |

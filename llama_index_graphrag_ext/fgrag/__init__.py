@@ -15,7 +15,7 @@ Context-Aware Fine-Grained Graph RAG". Components:
 """
 
 from .engine import FGRAGQueryEngine
-from .expansion import EntityGraph, Expansion, expand
+from .expansion import EntityGraph, Expansion, expand, expand_many
 from .extract import CooccurrenceExtractor, FGRAGExtractor, default_extractor, parse_extraction
 from .index import FGRAGIndex
 from .retriever import FGRAGRetriever, spacy_query_entities
@@ -30,6 +30,7 @@ __all__ = [
     "FGRAGRetriever",
     "default_extractor",
     "expand",
+    "expand_many",
     "parse_extraction",
     "spacy_query_entities",
 ]

@@ -45,13 +45,14 @@ from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
+from ..core.compact_store import compact_storage_context
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.llm import run_sync
 from ..core.nodes import prepare_documents
 from ..core.persist import atomic_dir, read_manifest, write_manifest
 from ..core.vectors import StoreTables
-from .expansion import EntityGraph
+from .expansion import ChunkMap, EntityGraph
 from .extract import (
     BUILT_BY,
     DESCRIPTIONS,
@@ -59,6 +60,7 @@ from .extract import (
     SOURCES,
     default_extractor,
 )
+from .store import CompactPropertyGraphStore
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +168,12 @@ class FGRAGIndex(PropertyGraphIndex):
         self._extractors_used = [type(e).__name__ for e in (kg_extractors or [])]
         extractors = kg_extractors or [default_extractor(llm)]
         self._extractors_used = [type(e).__name__ for e in extractors]
+        if property_graph_store is None and (
+            storage_context is None or storage_context.property_graph_store is None
+        ):
+            # Our in-memory default keeps the graph encoded (see fgrag/store.py);
+            # a store the caller gives, of any kind, is used as it is.
+            property_graph_store = CompactPropertyGraphStore()
         super().__init__(
             nodes=nodes,
             llm=llm,
@@ -201,7 +209,8 @@ class FGRAGIndex(PropertyGraphIndex):
         kept, report = prepare_documents(documents)
         index = super().from_documents(  # type: ignore[return-value]
             kept,
-            storage_context=storage_context,
+            # Chunk nodes as compressed JSON (core/compact_store.py), like every index here.
+            storage_context=storage_context or compact_storage_context(),
             show_progress=show_progress,
             callback_manager=callback_manager,
             transformations=transformations or [default_chunker()],
@@ -510,6 +519,10 @@ class FGRAGIndex(PropertyGraphIndex):
         manifest = read_manifest(persist_dir, KIND, FORMAT_VERSION)
         storage_context = StorageContext.from_defaults(persist_dir=str(persist_dir))
         store = property_graph_store or storage_context.property_graph_store
+        if property_graph_store is None and type(store) is SimplePropertyGraphStore:
+            # The persisted JSON is the stock layout; hold it compactly again.
+            store = CompactPropertyGraphStore(store.graph)
+            storage_context.property_graph_store = store
         kwargs.setdefault("max_descriptions_per_entity", manifest["max_descriptions_per_entity"])
         recorded = manifest.get("vector_store") or {}
         if vector_store is not None:
@@ -581,6 +594,8 @@ def build_snapshot(store: PropertyGraphStore, embed_model: BaseEmbedding) -> Ent
     descriptions get their name as their one description, so graphs built by
     LlamaIndex's own extractors work too.
     """
+    if isinstance(store, CompactPropertyGraphStore):
+        return _snapshot_from_compact(store, embed_model)
     entities: list[EntityNode] = []
     chunks: dict[str, BaseNode] = {}
     for node in store.get():
@@ -630,6 +645,88 @@ def build_snapshot(store: PropertyGraphStore, embed_model: BaseEmbedding) -> Ent
         rel_descs,
         rel_srcs,
         chunks,
+    )
+
+
+def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, computed exactly as the general path does.
+
+    The vectors from ``embed_texts`` are unit length already, but dividing
+    again moves the last bit of some entries, and with near-tied scores that
+    changes rankings; so the snapshot keeps this copy rather than sharing the
+    store's matrix, to give the very same results on any store.
+    """
+    if vectors.size == 0:
+        return vectors
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def _snapshot_from_compact(
+    store: CompactPropertyGraphStore, embed_model: BaseEmbedding
+) -> EntityGraph:
+    """``build_snapshot`` for the compact store: its raw fields, no pydantic objects.
+
+    Same entities, relations, order and fallbacks as the general path; the
+    entity matrix is the store's own where every entity has a vector.
+    """
+    keys, names, displays, descs, srcs = [], [], [], [], []
+    for key, fields in store.raw_entities():
+        props = fields.get("properties") or {}
+        keys.append(key)
+        # EntityNode.id, as the general path uses; it differs from the store key
+        # for the bare end nodes LlamaIndex adds for names with a '"'.
+        names.append(fields["name"].replace('"', " "))
+        displays.append(props.get(DISPLAY_NAME) or fields["name"])
+        descs.append(list(props.get(DESCRIPTIONS) or [fields["name"]]))
+        srcs.append(list(props.get(SOURCES) or []))
+    chunks: dict[str, BaseNode] = {}
+    for key, fields in store.raw_chunks():
+        try:
+            chunk = metadata_dict_to_node(fields.get("properties") or {})
+            chunk.set_content(fields.get("text", ""))
+            chunks[key] = chunk
+        except Exception:  # a chunk stored without LlamaIndex metadata
+            logger.debug("chunk %s has no LlamaIndex metadata; skipped", key)
+    vectors = store.entity_matrix(keys) if keys else None
+    if vectors is None and keys:
+        missing = [i for i, key in enumerate(keys) if store.vectors.get(key) is None]
+        logger.info("FG-RAG snapshot: embedding %d entity(ies) without vectors", len(missing))
+        fresh = embed_texts(embed_model, [entity_text(displays[i], descs[i]) for i in missing])
+        fresh_rows = dict(zip(missing, fresh, strict=True))
+        vectors = np.asarray(
+            [
+                fresh_rows[i] if i in fresh_rows else store.vectors.get(k)
+                for i, k in enumerate(keys)
+            ],
+            dtype=np.float32,
+        )
+    if vectors is None:
+        vectors = np.zeros((0, 0), dtype=np.float32)
+    vectors = _unit_rows(np.asarray(vectors, dtype=np.float32))
+    index_of = {name: i for i, name in enumerate(names)}
+    ends, rel_descs, rel_srcs = [], [], []
+    for fields in store.raw_relations():
+        props = fields.get("properties") or {}
+        a, b = index_of.get(fields["source_id"]), index_of.get(fields["target_id"])
+        texts = list(props.get(DESCRIPTIONS) or [])
+        if a is None or b is None or a == b:
+            continue
+        if not texts and BUILT_BY in props:
+            continue  # emptied by a deletion
+        ends.append((a, b))
+        rel_descs.append(texts or [f"{displays[a]} {fields['label']} {displays[b]}"])
+        rel_srcs.append(list(props.get(SOURCES) or []))
+    return EntityGraph(
+        names,
+        displays,
+        descs,
+        srcs,
+        vectors,
+        np.asarray(ends, dtype=np.int64).reshape(-1, 2),
+        rel_descs,
+        rel_srcs,
+        ChunkMap(chunks),
     )
 
 

@@ -32,7 +32,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.embeddings import embed_query, embed_texts
 from ..core.nlp import load_spacy, normalize_entity
 from ..core.nodes import require_query, with_evidence
-from .expansion import Expansion, expand
+from .expansion import Expansion, expand_many
 
 if TYPE_CHECKING:
     from .index import FGRAGIndex
@@ -160,21 +160,20 @@ class FGRAGRetriever(BaseRetriever):
         def embed_strong(text: str) -> np.ndarray:
             return embed_query(embed, text)
 
-        return [
-            expand(
-                graph,
-                unit,
-                vector,
-                embed_strong,
-                top_n=self.top_n,
-                strong_top_n=self.strong_top_n,
-                description_budget=self.description_budget,
-                per_entity=self.per_entity,
-                max_depth=self.max_depth,
-                use_strong=self.use_strong_context,
-            )
-            for unit, vector in zip(units, vectors, strict=True)
-        ]
+        # All query entities in one call: the entity matrix is read once for
+        # all of them, not twice per entity (see expand_many).
+        return expand_many(
+            graph,
+            units,
+            vectors,
+            embed_strong,
+            top_n=self.top_n,
+            strong_top_n=self.strong_top_n,
+            description_budget=self.description_budget,
+            per_entity=self.per_entity,
+            max_depth=self.max_depth,
+            use_strong=self.use_strong_context,
+        )
 
     def rank_chunks(self, expansions: Sequence[Expansion]) -> list[NodeWithScore]:
         """Chunks of the gathered descriptions, best first, each with its evidence."""
