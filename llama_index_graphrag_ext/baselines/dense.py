@@ -9,7 +9,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import Document, NodeWithScore, QueryBundle
+from llama_index.core.schema import Document, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.storage.storage_context import DEFAULT_VECTOR_STORE
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
@@ -48,11 +48,20 @@ def build_dense_index(
     """
     embed_model = resolve_embed_model(embed_model)
     docs, _ = prepare_documents(documents)
-    nodes = documents_to_chunks(docs)
-    from llama_index.core.schema import MetadataMode
-
-    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+    batches = [docs[start : start + _INSERT_BATCH] for start in range(0, len(docs), _INSERT_BATCH)]
+    # The chunk nodes are made a batch at a time, twice (once for the texts to
+    # embed, once to insert), and dropped after each batch: nodes made all at
+    # once stayed alive while the index's own small objects were allocated
+    # among them, and their memory then stayed resident for good (see
+    # burst_ids in core/nodes.py). One embedding call over all texts keeps the
+    # length-sorted embedding batches, and so the vectors, what they were.
+    texts: list[str] = []
+    for batch in batches:
+        texts.extend(
+            n.get_content(metadata_mode=MetadataMode.EMBED) for n in documents_to_chunks(batch)
+        )
     vectors = embed_texts(embed_model, texts, show_progress=show_progress, desc="Embedding chunks")
+    del texts
     if vector_store is None and "storage_context" not in kwargs:
         vector_store = NumpyVectorStore()
     if vector_store is not None:
@@ -64,21 +73,26 @@ def build_dense_index(
             storage_context.add_vector_store(vector_store, DEFAULT_VECTOR_STORE)
         kwargs["storage_context"] = storage_context
     index = VectorStoreIndex([], embed_model=embed_model, **kwargs)
-    # Hand the vectors over a batch at a time: LlamaIndex takes them as lists of
+    # Vectors go over a batch at a time: LlamaIndex takes them as lists of
     # Python floats (12 KB per 384-d vector), which for a whole corpus at once
-    # was the dense build's peak memory (1.5 GB at 64k chunks) and left the
-    # heap fragmented afterwards.
-    for start in range(0, len(nodes), _INSERT_BATCH):
-        batch = nodes[start : start + _INSERT_BATCH]
-        for node, vector in zip(batch, vectors[start : start + _INSERT_BATCH], strict=True):
+    # was the dense build's peak memory (1.5 GB at 64k chunks).
+    # Each batch goes through the index's ``_insert`` hook and the index struct
+    # is written to the index store once at the end, as LlamaIndex's own
+    # constructor does: ``insert_nodes`` re-encodes the whole struct per call.
+    row = 0
+    for batch in batches:
+        nodes = documents_to_chunks(batch)
+        for node, vector in zip(nodes, vectors[row : row + len(nodes)], strict=True):
             node.embedding = vector.tolist()
-        index.insert_nodes(batch)
-        for node in batch:
-            node.embedding = None
+        row += len(nodes)
+        index._insert(nodes)
+        del nodes
+    index.storage_context.index_store.add_index_struct(index.index_struct)
     return index
 
 
-_INSERT_BATCH = 2048
+#: Documents per batch: small batches keep the build's temporaries few (see above).
+_INSERT_BATCH = 256
 
 
 class DenseRetriever(BaseRetriever):

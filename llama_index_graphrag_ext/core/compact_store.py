@@ -10,6 +10,15 @@ encoding instead, zlib-compressed when that pays, and decodes it on read. A
 read costs tens of microseconds per node, which retrieval (a few nodes per
 query) does not notice.
 
+Values are compressed one by one (a read must not inflate its neighbours), so
+on its own zlib would pay for a node's boilerplate (field names, templates,
+class names: about 500 of a passage node's 1,100 JSON bytes) in every value.
+It is given that boilerplate as a preset dictionary instead (:data:`ZDICT`,
+LlamaIndex's own serialisation of a blank node), which makes a passage node
+about a third smaller than plain zlib does (613 to 405 bytes on average over
+4,000 benchmark passages). The dictionary lives in memory only: the persisted
+layout is plain JSON.
+
 It is a ``SimpleKVStore`` to the rest of LlamaIndex: ``SimpleDocumentStore``
 and ``SimpleIndexStore`` take it as their backend unchanged, and it persists
 to the same plain JSON layout, so a persisted store loads with the stock
@@ -30,28 +39,64 @@ from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
 from llama_index.core.storage.kvstore.types import DEFAULT_COLLECTION
 
-#: Values whose JSON is shorter than this are kept uncompressed (zlib's header
-#: and the poor ratio on short strings would make them bigger).
-COMPRESS_FROM_BYTES = 160
+#: Values whose JSON is shorter than this are kept uncompressed (even with
+#: the preset dictionary, zlib's framing makes most of them bigger).
+COMPRESS_FROM_BYTES = 48
 
-_RAW, _ZLIB = b"j", b"z"
+_RAW, _ZLIB, _ZDICT = b"j", b"z", b"d"
+
+
+def _preset_dictionary() -> bytes:
+    """The JSON boilerplate of LlamaIndex's stored values, for zlib's preset dictionary.
+
+    Built from LlamaIndex's own serialisation of a blank chunk node (so it
+    follows the installed release), then the docstore's two small records
+    (``ref_doc_info`` and ``metadata``). zlib looks back at most 32 KB and
+    prefers recent matches, so the most frequent text goes last.
+    """
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.storage.docstore.utils import doc_to_json
+
+    node = TextNode(
+        id_="",
+        text="",
+        metadata={"title": ""},
+        excluded_embed_metadata_keys=["title"],
+        excluded_llm_metadata_keys=["title"],
+    )
+    node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(
+        node_id="", node_type="4", metadata={"title": ""}, hash=""
+    )
+    records = [
+        {"node_ids": [""], "metadata": {"title": ""}},
+        {"doc_hash": "", "ref_doc_id": ""},
+        doc_to_json(node),
+    ]
+    return "".join(json.dumps(r, separators=(",", ":")) for r in records).encode("utf-8")
+
+
+#: zlib preset dictionary of every compressed value (in memory only; see the module docs).
+ZDICT = _preset_dictionary()
 
 
 def encode_value(value: dict) -> bytes:
-    """A value's compact form: a one-byte tag, then JSON (zlib-compressed if long)."""
+    """A value's compact form: a one-byte tag, then its JSON, compressed when that is smaller."""
     raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", errors="surrogatepass"
     )
     if len(raw) < COMPRESS_FROM_BYTES:
         return _RAW + raw
-    packed = zlib.compress(raw, 6)
-    return _ZLIB + packed if len(packed) < len(raw) else _RAW + raw
+    packer = zlib.compressobj(6, zdict=ZDICT)
+    packed = packer.compress(raw) + packer.flush()
+    return _ZDICT + packed if len(packed) < len(raw) else _RAW + raw
 
 
 def decode_value(blob: bytes) -> dict:
     """Inverse of :func:`encode_value` (a fresh dict on every call)."""
-    body = blob[1:]
-    if blob[:1] == _ZLIB:
+    tag, body = blob[:1], blob[1:]
+    if tag == _ZDICT:
+        body = zlib.decompressobj(zdict=ZDICT).decompress(body)
+    elif tag == _ZLIB:  # plain zlib, as earlier releases wrote in memory
         body = zlib.decompress(body)
     return json.loads(body.decode("utf-8", errors="surrogatepass"))
 

@@ -26,6 +26,7 @@ import math
 import re
 import threading
 import unicodedata
+import weakref
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ __all__ = [
     "has_ner",
     "load_spacy",
     "normalize_entity",
+    "parsing",
     "shared_parses",
     "split_long_text",
     "split_sentences",
@@ -130,8 +132,8 @@ def load_spacy(model: str | None = None, *, disable: Sequence[str] = ()) -> Lang
 
     Pipelines are memoised per ``(model, disable)``, so repeated calls are free and share
     one object. The functions of this module never mutate the pipeline they are given
-    (components are skipped per call through ``nlp.pipe(disable=...)``), so a shared
-    pipeline is safe to use from several threads.
+    (components are skipped per call through ``nlp.pipe(disable=...)``) and run it
+    inside `parsing`, so a shared pipeline is safe to use from several threads.
 
     Args:
         model: A spaCy package name or path; ``None`` for the fallback chain.
@@ -149,6 +151,61 @@ def load_spacy(model: str | None = None, *, disable: Sequence[str] = ()) -> Lang
 def clear_spacy_cache() -> None:
     """Forget every pipeline memoised by `load_spacy` (the next call loads afresh)."""
     _load_spacy_cached.cache_clear()
+
+
+class _PipelineGuard:
+    """One pipeline's lock, and how deep the holding thread is in `parsing` blocks."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.depth = 0
+
+
+# Keyed weakly by pipeline, so a pipeline the caller drops takes its guard with it.
+_GUARDS: weakref.WeakKeyDictionary[Language, _PipelineGuard] = weakref.WeakKeyDictionary()
+_GUARDS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def parsing(nlp: Language) -> Iterator[Language]:
+    """Run ``nlp`` inside the block, one thread at a time, in a spaCy memory zone.
+
+    spaCy adds every new word it meets to the pipeline's vocabulary (its string
+    store, lexemes and tokenizer cache) and never forgets it, so indexing a
+    corpus grows the process by the corpus vocabulary: 9 to 15 MB at 4,000
+    passages, as much as some indexes' vectors (``docs/scaling.md``). In a
+    memory zone (spaCy 3.8+) what the block adds is freed when it ends. The
+    price is the zone's rule: no ``Doc``, ``Span`` or ``Token`` of the block may
+    be touched after it, so callers copy out plain strings and numbers inside.
+
+    A zone covers the whole pipeline, so a second thread parsing at the same
+    time would have its strings freed under it: blocks on one pipeline are
+    serialised by a lock (spaCy holds the GIL for most of a parse anyway). A
+    block inside a block of the same thread joins the outer zone (zones do not
+    nest). Without memory zones (spaCy < 3.8) only the lock applies.
+
+    Args:
+        nlp: The pipeline to run.
+
+    Yields:
+        ``nlp``.
+    """
+    with _GUARDS_LOCK:
+        guard = _GUARDS.get(nlp)
+        if guard is None:
+            guard = _GUARDS[nlp] = _PipelineGuard()
+    with guard.lock:
+        zone = (
+            nlp.memory_zone()
+            if guard.depth == 0 and hasattr(nlp, "memory_zone")
+            else contextlib.nullcontext()
+        )
+        guard.depth += 1
+        try:
+            with zone:
+                yield nlp
+        finally:
+            guard.depth -= 1
 
 
 @functools.lru_cache(maxsize=8)
@@ -402,7 +459,10 @@ def _iter_docs(
     batch_size: int,
     n_process: int,
 ) -> Iterator[tuple[int, int, Doc]]:
-    """Run ``nlp`` over every non-blank piece of every text: ``(text_index, offset, doc)``."""
+    """Run ``nlp`` over every non-blank piece of every text: ``(text_index, offset, doc)``.
+
+    Consume it inside a `parsing` block of ``nlp``, and keep nothing of the docs.
+    """
     max_chars = max(1, min(nlp.max_length, MAX_CHUNK_CHARS))
 
     def pieces() -> Iterator[tuple[str, tuple[int, int]]]:
@@ -484,10 +544,11 @@ def split_sentences_batch(
     texts = _check_texts(texts)
     nlp = _resolve(nlp)
     out: list[list[str]] = [[] for _ in texts]
-    for i, _offset, doc in _iter_docs(
-        texts, nlp, entities=False, batch_size=batch_size, n_process=n_process
-    ):
-        out[i].extend(s for s in (sent.text.strip() for sent in doc.sents) if s)
+    with parsing(nlp):
+        for i, _offset, doc in _iter_docs(
+            texts, nlp, entities=False, batch_size=batch_size, n_process=n_process
+        ):
+            out[i].extend(s for s in (sent.text.strip() for sent in doc.sents) if s)
     return out
 
 
@@ -597,32 +658,37 @@ def _analyze_uncached(
 ) -> list[Analysis]:
     keep = None if labels is None else frozenset(labels)
     out = [Analysis() for _ in texts]
-    for i, offset, doc in _iter_docs(
-        texts, nlp, entities=True, batch_size=batch_size, n_process=n_process
-    ):
-        result = out[i]
-        starts: list[int] = []
-        first_sentence = len(result.sentences)
-        for sent in doc.sents:
-            raw = sent.text
-            stripped = raw.strip()
-            if not stripped:
-                continue
-            begin = offset + sent.start_char + (len(raw) - len(raw.lstrip()))
-            result.sentences.append(stripped)
-            result.sentence_spans.append((begin, begin + len(stripped)))
-            result.sentence_entities.append([])
-            starts.append(begin)
-        for ent in doc.ents:
-            if keep is not None and ent.label_ not in keep:
-                continue
-            entity = Entity(ent.text, ent.label_, offset + ent.start_char, offset + ent.end_char)
-            result.entities.append(entity)
-            if starts:
-                # the last sentence starting at or before the entity (the first if none)
-                s = max(bisect.bisect_right(starts, entity.start_char) - 1, 0)
-                result.sentence_entities[first_sentence + s].append(entity)
+    with parsing(nlp):
+        for i, offset, doc in _iter_docs(
+            texts, nlp, entities=True, batch_size=batch_size, n_process=n_process
+        ):
+            _collect(out[i], offset, doc, keep)
     return out
+
+
+def _collect(result: Analysis, offset: int, doc: Doc, keep: frozenset[str] | None) -> None:
+    """Copy one parsed piece's sentences and entities into ``result`` (plain strings only)."""
+    starts: list[int] = []
+    first_sentence = len(result.sentences)
+    for sent in doc.sents:
+        raw = sent.text
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        begin = offset + sent.start_char + (len(raw) - len(raw.lstrip()))
+        result.sentences.append(stripped)
+        result.sentence_spans.append((begin, begin + len(stripped)))
+        result.sentence_entities.append([])
+        starts.append(begin)
+    for ent in doc.ents:
+        if keep is not None and ent.label_ not in keep:
+            continue
+        entity = Entity(ent.text, ent.label_, offset + ent.start_char, offset + ent.end_char)
+        result.entities.append(entity)
+        if starts:
+            # the last sentence starting at or before the entity (the first if none)
+            s = max(bisect.bisect_right(starts, entity.start_char) - 1, 0)
+            result.sentence_entities[first_sentence + s].append(entity)
 
 
 # --------------------------------------------------------------------------------------

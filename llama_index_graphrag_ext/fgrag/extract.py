@@ -46,7 +46,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ..core.cache import LLMCache
 from ..core.llm import RetryPolicy, StructuredLLM, UsageMeter, run_sync
-from ..core.nlp import Analysis, Entity, analyze_batch, load_spacy, normalize_entity
+from ..core.nlp import Analysis, Entity, analyze_batch, load_spacy, normalize_entity, parsing
 from .prompts import (
     COMPLETION_DELIMITER,
     EXTRACT_PROMPT,
@@ -354,33 +354,39 @@ def _analyze_with_noun_chunks(texts: Sequence[str], nlp: Any, batch_size: int) -
     are only such words are dropped. Without a parser only entities are found.
     """
     out = []
-    for doc in nlp.pipe([t if t.strip() else " " for t in texts], batch_size=batch_size):
-        analysis = Analysis()
-        try:
-            chunks = list(doc.noun_chunks)
-        except ValueError:  # no parser in this pipeline
-            chunks = []
-        mentions: list[tuple[int, Entity]] = [
-            (e.start, Entity(e.text, e.label_, e.start_char, e.end_char)) for e in doc.ents
-        ]
-        for chunk in chunks:
-            words = [t for t in chunk if not (t.is_stop or t.pos_ in ("PRON", "DET", "NUM"))]
-            if words and not any(e.start <= words[0].i < e.end for e in doc.ents):
-                span = doc[words[0].i : words[-1].i + 1]
-                mentions.append(
-                    (span.start, Entity(span.text, "NOUN_CHUNK", span.start_char, span.end_char))
-                )
-        mentions.sort(key=lambda m: m[0])
-        for sent in doc.sents:
-            text = sent.text.strip()
-            if not text:
-                continue
-            analysis.sentences.append(text)
-            analysis.sentence_entities.append(
-                [m for start, m in mentions if sent.start <= start < sent.end]
-            )
-        out.append(analysis)
+    with parsing(nlp):  # plain strings only leave the block
+        for doc in nlp.pipe([t if t.strip() else " " for t in texts], batch_size=batch_size):
+            out.append(_noun_chunk_analysis(doc))
     return out
+
+
+def _noun_chunk_analysis(doc: Any) -> Analysis:
+    """One parsed chunk's sentences with its entities and noun chunks, copied out as strings."""
+    analysis = Analysis()
+    try:
+        chunks = list(doc.noun_chunks)
+    except ValueError:  # no parser in this pipeline
+        chunks = []
+    mentions: list[tuple[int, Entity]] = [
+        (e.start, Entity(e.text, e.label_, e.start_char, e.end_char)) for e in doc.ents
+    ]
+    for chunk in chunks:
+        words = [t for t in chunk if not (t.is_stop or t.pos_ in ("PRON", "DET", "NUM"))]
+        if words and not any(e.start <= words[0].i < e.end for e in doc.ents):
+            span = doc[words[0].i : words[-1].i + 1]
+            mentions.append(
+                (span.start, Entity(span.text, "NOUN_CHUNK", span.start_char, span.end_char))
+            )
+    mentions.sort(key=lambda m: m[0])
+    for sent in doc.sents:
+        text = sent.text.strip()
+        if not text:
+            continue
+        analysis.sentences.append(text)
+        analysis.sentence_entities.append(
+            [m for start, m in mentions if sent.start <= start < sent.end]
+        )
+    return analysis
 
 
 # --------------------------------------------------------------------------- LLM

@@ -30,7 +30,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.embeddings import embed_query, embed_texts
-from ..core.nlp import load_spacy, normalize_entity
+from ..core.nlp import load_spacy, normalize_entity, parsing
 from ..core.nodes import require_query, with_evidence
 from .expansion import Expansion, expand_many
 
@@ -48,15 +48,16 @@ def spacy_query_entities(query: str, max_entities: int = 9) -> list[str]:
     dropped. The first ``max_entities`` are kept (the authors sample 9 at random).
     """
     nlp = load_spacy()
-    doc = nlp(query)
-    found: list[str] = [ent.text for ent in doc.ents]
-    try:
-        for chunk in doc.noun_chunks:
-            words = [t for t in chunk if not (t.is_stop or t.pos_ in ("PRON", "DET"))]
-            if words:
-                found.append(doc[words[0].i : words[-1].i + 1].text)
-    except ValueError:  # a pipeline without a parser has no noun chunks
-        logger.debug("spaCy pipeline has no parser; query entities from NER only")
+    with parsing(nlp):  # plain strings only leave the block
+        doc = nlp(query)
+        found: list[str] = [ent.text for ent in doc.ents]
+        try:
+            for chunk in doc.noun_chunks:
+                words = [t for t in chunk if not (t.is_stop or t.pos_ in ("PRON", "DET"))]
+                if words:
+                    found.append(doc[words[0].i : words[-1].i + 1].text)
+        except ValueError:  # a pipeline without a parser has no noun chunks
+            logger.debug("spaCy pipeline has no parser; query entities from NER only")
     out: list[str] = []
     keys: set[str] = set()
     for text in found:

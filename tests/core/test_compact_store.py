@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import zlib
 
-from llama_index.core.schema import Document, TextNode
+from llama_index.core.schema import Document, NodeRelationship, TextNode
+from llama_index.core.storage.docstore.utils import doc_to_json
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
 
@@ -27,7 +29,28 @@ def test_values_round_trip_short_long_and_unicode():
         assert decode_value(blob) == value
     assert encode_value({"a": 1})[:1] == b"j"  # short: kept raw
     long = encode_value({"text": TEXT})
-    assert long[:1] == b"z" and len(long) < len(json.dumps({"text": TEXT}))
+    assert long[:1] == b"d" and len(long) < len(json.dumps({"text": TEXT}))
+    # Blobs of plain zlib (the earlier in-memory form) still decode.
+    assert decode_value(b"z" + zlib.compress(json.dumps({"text": TEXT}).encode())) == {"text": TEXT}
+
+
+def test_preset_dictionary_pays_on_a_real_node():
+    node = TextNode(
+        id_="musique-100/12#0-0123456789",
+        text="Warsaw is the capital of Poland. It lies on the river Vistula.",
+        metadata={"title": "Warsaw"},
+        excluded_embed_metadata_keys=["title"],
+        excluded_llm_metadata_keys=["title"],
+    )
+    node.relationships[NodeRelationship.SOURCE] = Document(
+        id_="musique-100/12", text=node.text, metadata={"title": "Warsaw"}
+    ).as_related_node_info()
+    value = doc_to_json(node)
+    raw = json.dumps(value, separators=(",", ":")).encode()
+    blob = encode_value(value)
+    assert decode_value(blob) == value
+    # The boilerplate is in the dictionary: well under plain zlib, let alone the JSON.
+    assert len(blob) < 0.8 * len(zlib.compress(raw, 6)) < len(raw)
 
 
 def test_kvstore_contract_and_copies():
