@@ -31,9 +31,11 @@ from __future__ import annotations
 import json
 import threading
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core import StorageContext
+from llama_index.core.schema import BaseNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
@@ -197,9 +199,67 @@ class CompactKVStore(SimpleKVStore):
         return cls.from_dict(SimpleKVStore.from_persist_path(persist_path, fs=fs).to_dict())
 
 
-def compact_docstore() -> SimpleDocumentStore:
-    """A ``SimpleDocumentStore`` on a :class:`CompactKVStore`."""
-    return SimpleDocumentStore(simple_kvstore=CompactKVStore())
+class CompactDocumentStore(SimpleDocumentStore):
+    """A ``SimpleDocumentStore`` on a :class:`CompactKVStore` that adds nodes in slices.
+
+    LlamaIndex's ``add_documents`` turns every node it is given into a JSON
+    dict tree before it stores the first one. With the compact store, each
+    stored value is a small long-lived ``bytes`` object, and made while the
+    whole corpus's dict trees were alive, they kept those trees' memory
+    resident after they were freed: 40 MB at 16,000 chunks for 7 MB of stored
+    values (``docs/scaling.md``, "Memory"). A slice at a time stores the same
+    values (each slice reads the reference-document entries the slices before
+    it wrote) while only a slice's dict trees are alive.
+
+    Args:
+        simple_kvstore: The backing store (a fresh :class:`CompactKVStore` by default).
+        slice_size: Nodes prepared and stored at a time.
+    """
+
+    def __init__(
+        self,
+        simple_kvstore: SimpleKVStore | None = None,
+        namespace: str | None = None,
+        batch_size: int = 1,
+        slice_size: int = 256,
+    ) -> None:
+        super().__init__(
+            simple_kvstore=CompactKVStore() if simple_kvstore is None else simple_kvstore,
+            namespace=namespace,
+            batch_size=batch_size,
+        )
+        if slice_size <= 0:
+            raise ValueError(f"slice_size must be positive, got {slice_size}")
+        self._slice_size = slice_size
+
+    def add_documents(
+        self,
+        docs: Sequence[BaseNode],
+        allow_update: bool = True,
+        batch_size: int | None = None,
+        store_text: bool = True,
+    ) -> None:
+        for start in range(0, len(docs), self._slice_size):
+            super().add_documents(
+                docs[start : start + self._slice_size], allow_update, batch_size, store_text
+            )
+
+    async def async_add_documents(
+        self,
+        docs: Sequence[BaseNode],
+        allow_update: bool = True,
+        batch_size: int | None = None,
+        store_text: bool = True,
+    ) -> None:
+        for start in range(0, len(docs), self._slice_size):
+            await super().async_add_documents(
+                docs[start : start + self._slice_size], allow_update, batch_size, store_text
+            )
+
+
+def compact_docstore() -> CompactDocumentStore:
+    """A :class:`CompactDocumentStore` on a fresh :class:`CompactKVStore`."""
+    return CompactDocumentStore()
 
 
 def compact_storage_context(**kwargs: Any) -> StorageContext:

@@ -35,11 +35,15 @@ from llama_index.core.data_structs.data_structs import IndexList
 from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, Document, TransformComponent
-from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from .compact_store import CompactKVStore, compact_storage_context
+from .compact_store import (
+    CompactDocumentStore,
+    CompactKVStore,
+    compact_docstore,
+    compact_storage_context,
+)
 from .defaults import resolve_embed_model, resolve_llm
 from .graph import TypedGraph
 from .nodes import prepare_documents
@@ -50,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 #: File names every persisted graph index uses (``graphrag-ext viz`` reads ``GRAPH_FILE``).
 DOCSTORE_FILE = "docstore.json"
+#: Chunks decoded at a time while persisting.
+_PERSIST_SLICE = 1024
 GRAPH_FILE = "graph.json.gz"
 
 
@@ -341,8 +347,10 @@ class GraphIndexBase(BaseIndex[IndexList]):
                 index_class=f"{type(self).__module__}.{type(self).__qualname__}",
                 **extra,
             )
-            docstore = SimpleDocumentStore()
-            docstore.add_documents(self.get_chunks(self.chunk_ids()), allow_update=True)
+            docstore = compact_docstore()  # persists the plain layout
+            ids = self.chunk_ids()
+            for start in range(0, len(ids), _PERSIST_SLICE):  # decoded nodes: a slice at a time
+                docstore.add_documents(self.get_chunks(ids[start : start + _PERSIST_SLICE]))
             docstore.persist(str(tmp / DOCSTORE_FILE))
             if self.graph is not None:
                 self.graph.save(tmp / GRAPH_FILE)
@@ -386,7 +394,7 @@ class GraphIndexBase(BaseIndex[IndexList]):
                 folder,
                 recorded.get("class"),
             )
-        saved = SimpleDocumentStore(
+        saved = CompactDocumentStore(
             simple_kvstore=CompactKVStore.from_persist_path(str(folder / DOCSTORE_FILE))
         )
         struct = IndexList(nodes=list(manifest["chunk_ids"]))

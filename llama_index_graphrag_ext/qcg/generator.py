@@ -51,7 +51,7 @@ QUERY_NODES_KEY = "qcg_query_nodes"
 NodeFormat = Literal["query+answer", "query", "answer"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: one per query node, a quarter of a million at 64k
 class QueryPair:
     """One query node before embedding.
 
@@ -226,6 +226,10 @@ class QueryNodeGenerator(TransformComponent):
         return self._annotate(nodes, await self.agenerate(nodes))
 
 
+#: Chunks split per spaCy stream by :class:`SentenceQueryGenerator`.
+_SPLIT_BATCH = 256
+
+
 class SentenceQueryGenerator(QueryNodeGenerator):
     """LLM-free query nodes: each sentence of a chunk (the paper's "Sentence Nodes").
 
@@ -290,23 +294,29 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         return out
 
     def generate(self, chunks: Sequence[BaseNode]) -> GeneratedNodes:
-        """Split every chunk into sentence nodes (one spaCy stream for the batch)."""
-        texts = [c.get_content() for c in chunks]
-        split = split_sentences_batch(texts, self._nlp()) if texts else []
+        """Split every chunk into sentence nodes (one spaCy stream per batch of chunks)."""
+        nlp = self._nlp()
         pairs: list[QueryPair] = []
         stats = {"chunks": len(chunks), "sentences": 0, "kept": 0, "empty_chunks": 0}
-        per_chunk = []
-        for chunk, sentences in zip(chunks, split, strict=True):
-            nodes = [
-                QueryPair(chunk.node_id, i, s, "", "sentence")
-                for i, s in enumerate(self._sentences(chunk, sentences))
-            ]
-            if not nodes:  # a chunk with no sentence boundary is one node
-                stats["empty_chunks"] += 1
-                text = " ".join(chunk.get_content().split())
-                nodes = [QueryPair(chunk.node_id, 0, text, "", "sentence")] if text else []
-            per_chunk.append(nodes)
-            stats["sentences"] += len(nodes)
+        per_chunk: list[list[QueryPair]] = []
+        # In batches: the splitter's output for a whole corpus, alive while the
+        # query nodes (which outlive the build) were made among it, kept its
+        # memory resident after the build (docs/scaling.md, "Memory").
+        for start in range(0, len(chunks), _SPLIT_BATCH):
+            batch = chunks[start : start + _SPLIT_BATCH]
+            split = split_sentences_batch([c.get_content() for c in batch], nlp)
+            for chunk, sentences in zip(batch, split, strict=True):
+                nodes = [
+                    QueryPair(chunk.node_id, i, s, "", "sentence")
+                    for i, s in enumerate(self._sentences(chunk, sentences))
+                ]
+                if not nodes:  # a chunk with no sentence boundary is one node
+                    stats["empty_chunks"] += 1
+                    text = " ".join(chunk.get_content().split())
+                    nodes = [QueryPair(chunk.node_id, 0, text, "", "sentence")] if text else []
+                per_chunk.append(nodes)
+                stats["sentences"] += len(nodes)
+            del split
         vectors = None
         if self.alpha < 1.0 and per_chunk:
             embed = resolve_embed_model(self.embed_model)

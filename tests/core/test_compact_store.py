@@ -6,11 +6,12 @@ import json
 import zlib
 
 from llama_index.core.schema import Document, NodeRelationship, TextNode
-from llama_index.core.storage.docstore.utils import doc_to_json
 from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore.utils import doc_to_json
 from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
 
 from llama_index_graphrag_ext.core.compact_store import (
+    CompactDocumentStore,
     CompactKVStore,
     compact_docstore,
     compact_storage_context,
@@ -98,3 +99,50 @@ def test_suite_indexes_use_it_by_default_and_reload(bow_embed, tmp_path):
     ]
     ctx = compact_storage_context()
     assert isinstance(ctx.docstore._kvstore, CompactKVStore)
+
+
+def _chunked_documents():
+    from llama_index_graphrag_ext.core.nodes import documents_to_chunks
+
+    class EveryLine:  # a tiny splitter: one chunk per line
+        def get_nodes_from_documents(self, docs):
+            return [TextNode(text=line) for d in docs for line in d.text.splitlines()]
+
+    docs = [
+        Document(id_=f"d{i}", text="\n".join(f"Line {j} of document {i}." for j in range(i + 2)))
+        for i in range(5)
+    ]
+    return documents_to_chunks(docs, splitter=EveryLine())
+
+
+def test_sliced_adds_store_what_the_stock_docstore_stores():
+    nodes = _chunked_documents()  # 20 chunks of 5 documents, slices of 3 cut through them
+    stock = SimpleDocumentStore()
+    stock.add_documents(nodes)
+    sliced = CompactDocumentStore(slice_size=3)
+    sliced.add_documents(nodes)
+    assert isinstance(sliced._kvstore, CompactKVStore)
+    for collection in ("docstore/data", "docstore/metadata", "docstore/ref_doc_info"):
+        assert sliced._kvstore.get_all(collection) == stock._kvstore.get_all(collection)
+    assert sliced.get_ref_doc_info("d4").node_ids == [n.node_id for n in nodes[-6:]]
+
+
+def test_sliced_async_adds_match_too():
+    import asyncio
+
+    nodes = _chunked_documents()
+    stock = SimpleDocumentStore()
+    stock.add_documents(nodes)
+    sliced = CompactDocumentStore(slice_size=4)
+    asyncio.run(sliced.async_add_documents(nodes))
+    assert sliced._kvstore.get_all("docstore/ref_doc_info") == stock._kvstore.get_all(
+        "docstore/ref_doc_info"
+    )
+    assert sliced.docs.keys() == stock.docs.keys()
+
+
+def test_slice_size_must_be_positive():
+    import pytest
+
+    with pytest.raises(ValueError, match="slice_size"):
+        CompactDocumentStore(slice_size=0)
