@@ -27,6 +27,7 @@ import re
 import threading
 import unicodedata
 import weakref
+from array import array
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -901,11 +902,12 @@ class BM25:
 
     # -- building -----------------------------------------------------------------------
 
-    def fit(self, corpus_tokens: Sequence[Sequence[str]]) -> BM25:
+    def fit(self, corpus_tokens: Iterable[Sequence[str]]) -> BM25:
         """Index a corpus, replacing anything indexed before.
 
         Args:
-            corpus_tokens: One token list per document (e.g. from `tokenize`).
+            corpus_tokens: One token list per document (e.g. from `tokenize`); any
+                iterable, read once.
 
         Returns:
             ``self``.
@@ -914,14 +916,15 @@ class BM25:
         self._tf = sp.csr_matrix((0, 0), dtype=np.float32)
         return self.add(corpus_tokens)
 
-    def add(self, corpus_tokens: Sequence[Sequence[str]]) -> BM25:
+    def add(self, corpus_tokens: Iterable[Sequence[str]]) -> BM25:
         """Append documents; their indices continue after the existing ones.
 
         IDF, average length and all weights are recomputed (a sparse pass over the whole
         corpus, no Python loop per document pair).
 
         Args:
-            corpus_tokens: One token list per new document.
+            corpus_tokens: One token list per new document; any iterable, read once, so
+                a generator can tokenise a large corpus a document at a time.
 
         Returns:
             ``self``.
@@ -929,9 +932,11 @@ class BM25:
         if isinstance(corpus_tokens, str):
             raise TypeError("expected a sequence of token lists, got a str")
         vocab = self.vocabulary
-        indptr = [0]
-        indices: list[int] = []
-        data: list[int] = []
+        # Machine arrays, not lists of Python ints: 8 bytes an entry instead of ~40
+        # (millions of entries for a large corpus; docs/scaling.md, "Memory").
+        indptr = array("q", [0])
+        indices = array("q")
+        data = array("f")
         for tokens in corpus_tokens:
             if isinstance(tokens, str):
                 raise TypeError("each document must be a sequence of tokens, not a str")
@@ -945,9 +950,9 @@ class BM25:
         n_new = len(indptr) - 1
         new = sp.csr_matrix(
             (
-                np.asarray(data, dtype=np.float32),
-                np.asarray(indices, dtype=np.int64),
-                np.asarray(indptr, dtype=np.int64),
+                np.frombuffer(data, dtype=np.float32).copy(),
+                np.frombuffer(indices, dtype=np.int64).copy(),
+                np.frombuffer(indptr, dtype=np.int64).copy(),
             ),
             shape=(n_new, len(vocab)),
         )
@@ -1033,6 +1038,25 @@ class BM25:
         """
         scores = self.scores(query_tokens)
         return top_k_of_scores(scores, k)
+
+    def terms_in(self, doc_index: int, terms: Iterable[str]) -> list[str]:
+        """The distinct ``terms`` that occur in one document, sorted.
+
+        Args:
+            doc_index: The document (negative indices count from the end).
+            terms: Candidate terms (e.g. a query's tokens).
+
+        Raises:
+            IndexError: ``doc_index`` is out of range.
+        """
+        n = len(self)
+        if not -n <= doc_index < n:
+            raise IndexError(f"document index {doc_index} out of range for {n} documents")
+        doc_index %= n
+        tf = self._tf
+        present = set(tf.indices[tf.indptr[doc_index] : tf.indptr[doc_index + 1]].tolist())
+        vocab = self.vocabulary
+        return sorted(t for t in set(terms) if vocab.get(t, -1) in present)
 
     def term_weights(self, doc_index: int) -> dict[str, float]:
         """The BM25 weight of each term of one document.

@@ -38,7 +38,7 @@ def source_ids(results) -> list[str]:
 def chunk_count(method: str, index) -> int:
     """Chunks an index holds, whatever its kind."""
     if method == "bm25":
-        return len(index._nodes)
+        return len(index)
     if method == "dense":
         return len(index.index_struct.nodes_dict)
     if method == "fgrag":
@@ -136,7 +136,7 @@ SCRIPTS = {
 def stored_texts(method: str, index) -> dict[str, str]:
     """Document id -> stored chunk text, whatever the index kind."""
     if method == "bm25":
-        nodes = index._nodes
+        nodes = list(index.docstore.docs.values())
     elif method == "fgrag":
         nodes = list(index.graph_snapshot().chunks.values())
     else:
