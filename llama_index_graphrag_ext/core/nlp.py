@@ -1039,6 +1039,13 @@ class BM25:
         scores = self.scores(query_tokens)
         return top_k_of_scores(scores, k)
 
+    def _doc_row(self, doc_index: int) -> int:
+        """``doc_index`` as a row (negative counts from the end); IndexError if out of range."""
+        n = len(self)
+        if not -n <= doc_index < n:
+            raise IndexError(f"document index {doc_index} out of range for {n} documents")
+        return doc_index % n
+
     def terms_in(self, doc_index: int, terms: Iterable[str]) -> list[str]:
         """The distinct ``terms`` that occur in one document, sorted.
 
@@ -1049,10 +1056,7 @@ class BM25:
         Raises:
             IndexError: ``doc_index`` is out of range.
         """
-        n = len(self)
-        if not -n <= doc_index < n:
-            raise IndexError(f"document index {doc_index} out of range for {n} documents")
-        doc_index %= n
+        doc_index = self._doc_row(doc_index)
         tf = self._tf
         present = set(tf.indices[tf.indptr[doc_index] : tf.indptr[doc_index + 1]].tolist())
         vocab = self.vocabulary
@@ -1076,10 +1080,7 @@ class BM25:
         Raises:
             IndexError: ``doc_index`` is out of range.
         """
-        n = len(self)
-        if not -n <= doc_index < n:
-            raise IndexError(f"document index {doc_index} out of range for {n} documents")
-        doc_index %= n
+        doc_index = self._doc_row(doc_index)
         row = self._tf.getrow(doc_index)
         if row.nnz == 0:
             return {}
