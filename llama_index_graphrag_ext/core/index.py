@@ -352,8 +352,9 @@ class GraphIndexBase(BaseIndex[IndexList]):
             for start in range(0, len(ids), _PERSIST_SLICE):  # decoded nodes: a slice at a time
                 docstore.add_documents(self.get_chunks(ids[start : start + _PERSIST_SLICE]))
             docstore.persist(str(tmp / DOCSTORE_FILE))
-            if self.graph is not None:
-                self.graph.save(tmp / GRAPH_FILE)
+            graph = self.graph  # once: a subclass may build it on demand
+            if graph is not None:
+                graph.save(tmp / GRAPH_FILE)
             self._persist_state(tmp)
 
     @classmethod

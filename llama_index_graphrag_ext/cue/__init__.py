@@ -7,23 +7,31 @@ Multi-Partite Graph and Query-Driven Iterative Retrieval*. See
 
 from __future__ import annotations
 
-from .extractor import ExtractionResult, KnowledgeUnit, KnowledgeUnitExtractor, UnitEntity
+from .extractor import (
+    ExtractionResult,
+    ExtractionRun,
+    KnowledgeUnit,
+    KnowledgeUnitExtractor,
+    UnitEntity,
+)
 from .index import MultiPartiteIndex
 from .prompts import CUE_ANSWER_PROMPT, QUERY_ENTITY_PROMPT, UNIT_EXTRACTION_PROMPT
 from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
 from .retriever import QIterRetriever
 from .scoring import EmbeddingScorer, QIterScorer, RerankerScorer
 from .selection import KnapsackResult, bleu_values, cosine_values, knapsack, token_budget
-from .view import CueGraphView
+from .view import Adjacency, CueGraphView
 
 __all__ = [
     "CUE_ANSWER_PROMPT",
     "QUERY_ENTITY_PROMPT",
     "UNIT_EXTRACTION_PROMPT",
+    "Adjacency",
     "Anchoring",
     "CueGraphView",
     "EmbeddingScorer",
     "ExtractionResult",
+    "ExtractionRun",
     "KnapsackResult",
     "KnowledgeUnit",
     "KnowledgeUnitExtractor",

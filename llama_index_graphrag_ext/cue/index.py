@@ -22,6 +22,7 @@ Decisions the paper leaves open (digest §8):
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,18 +35,22 @@ from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
 from ..core.vectors import InMemoryVectorTable
 from .extractor import KnowledgeUnitExtractor
-from .view import CueGraphView, build_view
+from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
+from .view import CueGraphView, view_from_pairs
 
 logger = logging.getLogger(__name__)
 
-CHUNK, UNIT, ENTITY = "chunk", "unit", "entity"
-HAS_UNIT, MENTIONS = "has_unit", "mentions"
+__all__ = [
+    "CHUNK",
+    "ENTITY",
+    "HAS_UNIT",
+    "MENTIONS",
+    "UNIT",
+    "MultiPartiteIndex",
+    "entity_id",
+]
+
 _STATS_FILE = "cue_stats.json"
-
-
-def entity_id(key: str) -> str:
-    """The node id of the entity with this normalised key."""
-    return f"entity:{key}"
 
 
 class MultiPartiteIndex(GraphIndexBase):
@@ -55,6 +60,9 @@ class MultiPartiteIndex(GraphIndexBase):
 
         index = MultiPartiteIndex.from_documents(docs, transformations=[PassageParser()])
         index = MultiPartiteIndex.from_documents(docs, alpha=0.5, llm=my_llm)
+
+    The graph is held as arrays (:mod:`.layers`); :attr:`graph` makes a
+    :class:`~llama_index_graphrag_ext.core.graph.TypedGraph` of it on demand.
 
     Args:
         nodes: Chunk nodes.
@@ -68,6 +76,8 @@ class MultiPartiteIndex(GraphIndexBase):
 
     index_kind = "cue-multipartite"
     format_version = 1
+    #: Chunks whose units are made at a time while building (see :class:`.ExtractionRun`).
+    extract_batch: int = 256
 
     def _configure(self, extractor: KnowledgeUnitExtractor | None = None, **settings: Any) -> None:
         if extractor is None:
@@ -75,7 +85,10 @@ class MultiPartiteIndex(GraphIndexBase):
         elif settings:
             raise TypeError(f"pass settings either to the extractor or here, not both: {settings}")
         self.extractor = extractor
-        self._graph = TypedGraph()
+        self._layers = Layers()
+        # Set only while a persisted graph is being read back (see _load_state).
+        self._graph: TypedGraph | None = None
+        self._graph_ref: weakref.ref[TypedGraph] | None = None
         self._units = InMemoryVectorTable()
         self._entities = InMemoryVectorTable()
         self._chunks = InMemoryVectorTable()
@@ -93,31 +106,27 @@ class MultiPartiteIndex(GraphIndexBase):
         if self.extractor.embed_model is None:
             self.extractor.embed_model = self.embed_model
         self.extractor.show_progress = getattr(self, "_show_progress", False)
-        result = self.extractor.extract(nodes)
-        g = self._graph
-        g.add_nodes([n.node_id for n in nodes], CHUNK)
-        new_units: dict[str, str] = {}
-        new_entities: dict[str, str] = {}
-        chunk_unit_edges, unit_entity_edges = [], []
-        for node, units in zip(nodes, result.units, strict=True):
-            for unit in units:
-                uid = unit.unit_id
-                if uid not in g and uid not in new_units:
-                    new_units[uid] = unit.text
-                    g.add_node(uid, UNIT, text=unit.text, source=unit.source)
-                chunk_unit_edges.append((node.node_id, uid))
-                for ent in unit.entities:
-                    eid = entity_id(ent.key)
-                    if eid not in g and eid not in new_entities:
-                        new_entities[eid] = ent.name
-                        g.add_node(eid, ENTITY, name=ent.name, key=ent.key, label=ent.label)
-                    unit_entity_edges.append((uid, eid))
-        g.add_edges(chunk_unit_edges, HAS_UNIT)
-        g.add_edges(unit_entity_edges, MENTIONS)
-        no_entity = [
-            n.node_id for n, units in zip(nodes, result.units, strict=True)
-            if not any(u.entities for u in units)
-        ]  # fmt: skip
+        growth = LayerGrowth(
+            self._known_row(self._units),
+            self._known_row(self._entities),
+            len(self._units),
+            len(self._entities),
+        )
+        run = self.extractor.start(nodes)
+        first_row = len(self._chunks)
+        no_entity: list[str] = []
+        # A batch at a time, keeping only the compact growth (see ExtractionRun);
+        # each batch's units are dropped before the next batch is made.
+        for start, units in run.batches(self.extract_batch):
+            growth.add(first_row + start, units)
+            no_entity += [
+                nodes[start + i].node_id
+                for i, chunk_units in enumerate(units)
+                if not any(u.entities for u in chunk_units)
+            ]
+            del units
+        stats = run.stats()
+        del run
         if no_entity:
             # Q-Iter walks entities; such chunks are reached only by the dense fill.
             logger.warning(
@@ -129,32 +138,42 @@ class MultiPartiteIndex(GraphIndexBase):
             )
         progress = getattr(self, "_show_progress", False)
         chunk_texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-        self._chunks.add(
-            [n.node_id for n in nodes],
-            embed_texts(self.embed_model, chunk_texts, show_progress=progress, desc="Chunks"),
+        chunk_vectors = embed_texts(
+            self.embed_model, chunk_texts, show_progress=progress, desc="Chunks"
         )
-        if new_units:
-            vectors = embed_texts(
-                self.embed_model, list(new_units.values()), show_progress=progress, desc="Units"
+        del chunk_texts
+        unit_vectors = entity_vectors = None
+        if growth.unit_texts:
+            unit_vectors = embed_texts(
+                self.embed_model, growth.unit_texts, show_progress=progress, desc="Units"
             )
-            self._units.add(list(new_units), vectors)
-        if new_entities:
-            vectors = embed_texts(
-                self.embed_model,
-                list(new_entities.values()),
-                show_progress=progress,
-                desc="Entities",
+        if growth.entity_names:
+            entity_vectors = embed_texts(
+                self.embed_model, growth.entity_names, show_progress=progress, desc="Entities"
             )
-            self._entities.add(list(new_entities), vectors)
-        self._merge_stats(result.stats)
-        self._view = None
+        # Everything is embedded: now the tables and the layers change together.
+        self._chunks.add([n.node_id for n in nodes], chunk_vectors)
+        if unit_vectors is not None:
+            self._units.add(list(growth.unit_rows), unit_vectors)
+        if entity_vectors is not None:
+            self._entities.add(list(growth.entity_rows), entity_vectors)
+        self._layers = self._layers.extended(growth)
+        self._merge_stats(stats)
+        self._changed()
         logger.info(
             "CUE index: +%d chunks, +%d units, +%d entities (%s LLM tokens)",
             len(nodes),
-            len(new_units),
-            len(new_entities),
-            result.stats.get("llm_total_tokens", 0),
+            len(growth.unit_texts),
+            len(growth.entity_names),
+            stats.get("llm_total_tokens", 0),
         )
+
+    @staticmethod
+    def _known_row(table: InMemoryVectorTable):
+        def row(node_id: str) -> int | None:
+            return table.row_of(node_id) if node_id in table else None
+
+        return row
 
     def _merge_stats(self, stats: dict[str, Any]) -> None:
         for key, value in stats.items():
@@ -164,22 +183,19 @@ class MultiPartiteIndex(GraphIndexBase):
                 self.build_stats[key] = value
 
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
-        g = self._graph
-        touched_units: set[str] = set()
-        for cid in node_ids:
-            touched_units.update(g.neighbors(cid, HAS_UNIT))
-        g.remove_nodes(node_ids)
-        dead_units = [u for u in touched_units if not g.neighbors(u, HAS_UNIT)]
-        touched_entities: set[str] = set()
-        for uid in dead_units:
-            touched_entities.update(g.neighbors(uid, MENTIONS))
-        g.remove_nodes(dead_units)
-        dead_entities = [e for e in touched_entities if not g.neighbors(e, MENTIONS)]
-        g.remove_nodes(dead_entities)
+        rows = [self._chunks.row_of(c) for c in node_ids]
+        layers, dead_units, dead_entities = self._layers.without_chunks(rows, len(self._chunks))
+        unit_ids, entity_ids = self._units.ids, self._entities.ids
         self._chunks.delete(node_ids)
-        self._units.delete(dead_units)
-        self._entities.delete(dead_entities)
+        self._units.delete([unit_ids[r] for r in dead_units.tolist()])
+        self._entities.delete([entity_ids[r] for r in dead_entities.tolist()])
+        self._layers = layers
+        self._changed()
+
+    def _changed(self) -> None:
+        """Forget what was derived from the old state: the view and any graph handed out."""
         self._view = None
+        self._graph_ref = None
 
     def _searchable(self) -> dict[str, tuple[Sequence[str], Any]]:
         # Entity anchoring searches entities and units; the dense fill searches chunks.
@@ -191,6 +207,26 @@ class MultiPartiteIndex(GraphIndexBase):
                 ("chunks", self._chunks),
             )
         }
+
+    # ----------------------------------------------------------------- graph
+
+    @property
+    def graph(self) -> TypedGraph:
+        """The chunk-unit-entity graph as a :class:`TypedGraph` (for ``viz`` and persistence).
+
+        Made on demand from the arrays the index keeps (:mod:`.layers`), and kept
+        only while a caller holds it: a networkx graph of the whole index costs
+        about half as much memory as all its vectors. It is a snapshot: after an
+        insert or delete, ask for it again.
+        """
+        with self._lock:
+            graph = self._graph_ref() if self._graph_ref is not None else None
+            if graph is None:
+                graph = self._layers.typed_graph(
+                    self._chunks.ids, self._units.ids, self._entities.ids
+                )
+                self._graph_ref = weakref.ref(graph)
+            return graph
 
     # ------------------------------------------------------------------ view
 
@@ -205,41 +241,29 @@ class MultiPartiteIndex(GraphIndexBase):
             return self._view
 
     def _build_view(self) -> CueGraphView:
-        g = self._graph
-        unit_ids = self._units.ids
-        entity_ids = self._entities.ids
-        entity_rows = {e: j for j, e in enumerate(entity_ids)}
-        edges: list[tuple[int, int]] = []
-        unit_chunks: list[tuple[str, ...]] = []
-        unit_texts: list[str] = []
-        for i, uid in enumerate(unit_ids):
-            unit_texts.append(g.node_attrs(uid)["text"])
-            unit_chunks.append(tuple(g.neighbors(uid, HAS_UNIT)))
-            edges.extend((i, entity_rows[e]) for e in g.neighbors(uid, MENTIONS))
-        attrs = [g.node_attrs(e) for e in entity_ids]
-        return build_view(
-            unit_ids=unit_ids,
-            unit_texts=unit_texts,
+        layers = self._layers
+        return view_from_pairs(
+            unit_ids=self._units.ids,
+            unit_texts=layers.unit_texts,
             unit_matrix=self._units.matrix,
-            entity_ids=entity_ids,
-            entity_names=[a["name"] for a in attrs],
-            entity_keys=[a["key"] for a in attrs],
+            entity_ids=self._entities.ids,
+            entity_names=layers.entity_names,
             entity_matrix=self._entities.matrix,
-            edges_unit_entity=edges,
-            unit_chunks=unit_chunks,
+            unit_entity=layers.unit_entity,
+            unit_chunk=layers.unit_chunk,
             chunk_ids=self._chunks.ids,
             chunk_matrix=self._chunks.matrix,
         )
 
     def stats(self) -> dict[str, Any]:
         """Node and edge counts plus the extraction report (LLM tokens, selection)."""
-        g = self._graph
+        layers = self._layers
         return {
-            "chunks": g.num_nodes(CHUNK),
-            "units": g.num_nodes(UNIT),
-            "entities": g.num_nodes(ENTITY),
-            "has_unit_edges": g.num_edges(HAS_UNIT),
-            "mentions_edges": g.num_edges(MENTIONS),
+            "chunks": len(self._chunks),
+            "units": layers.num_units,
+            "entities": layers.num_entities,
+            "has_unit_edges": len(layers.unit_chunk),
+            "mentions_edges": len(layers.unit_entity),
             "extraction": dict(self.build_stats),
         }
 
@@ -263,7 +287,15 @@ class MultiPartiteIndex(GraphIndexBase):
                 )
         if (folder / _STATS_FILE).is_file():
             self.build_stats = read_json(folder / _STATS_FILE)
-        self._view = None
+        # The base class read graph.json.gz into self._graph: keep its arrays, drop it.
+        graph, self._graph = self._graph, None
+        if graph is not None:
+            self._layers = Layers.from_typed_graph(
+                graph, self._chunks.ids, self._units.ids, self._entities.ids
+            )
+        elif len(self._units):
+            raise ValueError(f"{folder}: the index's graph file is missing")
+        self._changed()
 
     def _embed_dim(self) -> int:
         if not hasattr(self, "_dim"):

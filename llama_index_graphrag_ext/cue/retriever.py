@@ -177,7 +177,7 @@ class QIterRetriever(BaseRetriever):
                 if all(w.casefold() in STOP_WORDS for w in gram):
                     continue
                 text = " ".join(gram)
-                if normalize_entity(text) in view.entity_row:
+                if view.entity_of(normalize_entity(text)) is not None:
                     spans.append((i, j, text))
                     break
         for i, j, text in spans:  # keep only maximal matches
@@ -219,7 +219,7 @@ class QIterRetriever(BaseRetriever):
         out: dict[str, np.ndarray] = {}
         missing = []
         for name in names:
-            row = view.entity_row.get(normalize_entity(name))
+            row = view.entity_of(normalize_entity(name))
             if row is not None:
                 out[name] = view.entity_matrix[row]
             else:
@@ -229,7 +229,7 @@ class QIterRetriever(BaseRetriever):
         return out
 
     def _missing(self, names: list[str], view: CueGraphView) -> list[str]:
-        return [n for n in names if normalize_entity(n) not in view.entity_row]
+        return [n for n in names if view.entity_of(normalize_entity(n)) is None]
 
     # ---------------------------------------------------------------- search
 
@@ -281,20 +281,20 @@ class QIterRetriever(BaseRetriever):
         kept: list[list[PathCandidate]],
     ) -> list[NodeWithScore]:
         # Alg. 3 lines 20-23: chunks of every unit on every kept path, re-ranked.
-        paths_of: dict[str, list[PathCandidate]] = {}
+        paths_of: dict[int, list[PathCandidate]] = {}  # chunk row -> kept paths citing it
         for level in kept:
             for path in level:
                 for u in path.units:
-                    for cid in view.unit_chunks[u]:
-                        bucket = paths_of.setdefault(cid, [])
+                    for row in view.unit_chunks[u].tolist():
+                        bucket = paths_of.setdefault(row, [])
                         if path not in bucket:
                             bucket.append(path)
-        cids = [c for c in paths_of if c in view.chunk_row]
-        rows = [view.chunk_row[c] for c in cids]
+        rows = list(paths_of)
+        cids = [view.chunk_ids[r] for r in rows]
         texts = _ChunkTexts(self._index, cids)
         scores = np.asarray(self.scorer.score_chunks(query, query_vec, view, rows, texts), float)
         if self.path_weight:
-            best = np.array([max(p.score for p in paths_of[c]) for c in cids], dtype=float)
+            best = np.array([max(p.score for p in paths_of[r]) for r in rows], dtype=float)
             scores = scores + self.path_weight * best
         order, _ = top_k_of_scores(scores, self.top_n)
         chunks = texts.nodes([cids[i] for i in order.tolist()])
@@ -318,7 +318,7 @@ class QIterRetriever(BaseRetriever):
                             for e, u in p.trail()
                         ],
                     }
-                    for p in sorted(paths_of[cid], key=lambda p: -p.score)[:3]
+                    for p in sorted(paths_of[rows[i]], key=lambda p: -p.score)[:3]
                 ],
                 "query_entities": list(anchoring.spreading),
                 "seed_entities": seeds[:20],

@@ -99,7 +99,6 @@ def random_view():
         unit_matrix=unit_rows(rng, n_units, dim),
         entity_ids=[f"entity:e{j}" for j in range(n_entities)],
         entity_names=[f"E{j}" for j in range(n_entities)],
-        entity_keys=[f"e{j}" for j in range(n_entities)],
         entity_matrix=unit_rows(rng, n_entities, dim),
         edges_unit_entity=sorted(edges),
         unit_chunks=[(f"c{i // 4}",) for i in range(n_units)],

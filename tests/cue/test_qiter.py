@@ -36,7 +36,6 @@ def make_view():
         unit_matrix=UNITS,
         entity_ids=["entity:e0", "entity:e1", "entity:e2"],
         entity_names=["E0", "E1", "E2"],
-        entity_keys=["e0", "e1", "e2"],
         entity_matrix=np.eye(3, dtype=np.float32),
         edges_unit_entity=EDGES,
         unit_chunks=[("c0",), ("c0",), ("c1",), ("c2",), ("c2",)],
