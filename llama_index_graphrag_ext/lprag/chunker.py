@@ -69,14 +69,25 @@ def parse_bracketed_items(text: str, *, min_chars: int = 3) -> list[str]:
     return list(out)
 
 
-@functools.lru_cache(maxsize=1)
-def rule_sentencizer():
-    """A fast rule-based spaCy sentence splitter (no model needed)."""
+def new_rule_sentencizer():
+    """A fresh fast rule-based spaCy sentence splitter (no model needed).
+
+    A pipeline's lookup tables grow with every new word it tokenises and never
+    shrink (spaCy's memory zones free the entries, not the tables): the shared
+    :func:`rule_sentencizer` kept 3 MB after splitting 4,000 passages. A build
+    that splits a whole corpus makes its own and drops it afterwards.
+    """
     import spacy
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     return nlp
+
+
+@functools.lru_cache(maxsize=1)
+def rule_sentencizer():
+    """A shared :func:`new_rule_sentencizer`, for small jobs."""
+    return new_rule_sentencizer()
 
 
 def is_embedded_llm(llm: Any) -> bool:

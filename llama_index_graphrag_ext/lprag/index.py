@@ -20,7 +20,6 @@ links (and queries left without links) and keeps the model: it is inductive.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.vectors import InMemoryVectorTable
 from .bridges import bridge_edges, bridge_queries, title_mentions, union_edges
-from .chunker import is_embedded_llm
+from .chunker import is_embedded_llm, new_rule_sentencizer
 from .models import (
     PREDICTORS,
     ChunkStructure,
@@ -50,12 +49,14 @@ from .models import (
 )
 from .prompts import LP_ANSWER_PROMPT
 from .queries import (
+    ChunkSentences,
     SyntheticQueryGenerator,
     chunk_sentences,
     neighbor_lists,
     pseudo_queries,
     sample_batches,
 )
+from .query_table import ORIGINS, QueryTable, QueryTableBuilder
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ MODEL_FILE = "link_predictor.pt"
 STATE_FILE = "lprag_state.json"
 QUERY_SOURCES = ("auto", "llm", "pseudo")
 UPDATE_POLICIES = ("finetune", "retrain", "none")
+#: Batches whose queries are made at a time (see ``_write_queries``).
+_QUERY_BLOCK = 512
 
 
 @dataclass(frozen=True)
@@ -72,14 +75,6 @@ class _Snapshot:
     scorer: LinkScorer
     chunk_ids: tuple[str, ...]
     z_chunks: np.ndarray
-
-
-@dataclass
-class _Query:
-    id: str
-    text: str
-    chunks: list[str]
-    origin: str
 
 
 class ChunkQueryLinkIndex(GraphIndexBase):
@@ -185,8 +180,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         )
         self._chunks = InMemoryVectorTable()
         self._edges = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
-        self._queries: list[_Query] = []
-        self._query_vectors = np.zeros((0, 0), np.float32)
+        self._queries = QueryTable.empty()
         self._model: LinkPredictor | None = None
         self._snapshot: _Snapshot | None = None
         self.train_report: TrainReport | None = None
@@ -218,8 +212,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         return len(self._queries)
 
     def queries(self) -> list[dict[str, Any]]:
-        """The query nodes: id, text, linked chunk ids and origin (``llm``/``pseudo``)."""
-        return [dict(q.__dict__) for q in self._queries]
+        """The query nodes: id, text, linked chunk ids and origin (``llm``/``pseudo``/``bridge``)."""
+        return self._queries.records(self._chunks.ids)
 
     # ------------------------------------------------------------------ building
 
@@ -234,8 +228,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._chunks.add([n.node_id for n in nodes], vectors)
         self._relink(nodes)
         # §3.2 / A.2: batches and queries for the new chunks only.
-        row = {cid: i for i, cid in enumerate(self._chunks.ids)}
-        targets = [row[n.node_id] for n in nodes]
+        targets = [self._chunks.row_of(n.node_id) for n in nodes]
         self._write_queries(targets, {n.node_id: n.get_content() for n in nodes})
         policy = self._settings["update_policy"]
         if first_build or policy == "retrain":
@@ -248,15 +241,14 @@ class ChunkQueryLinkIndex(GraphIndexBase):
 
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
         gone = set(node_ids)
+        old_ids = self._chunks.ids
         self._chunks.delete(list(node_ids))
-        keep = []
-        for i, q in enumerate(self._queries):
-            q.chunks = [c for c in q.chunks if c not in gone]
-            if q.chunks:
-                keep.append(i)
-        dropped = len(self._queries) - len(keep)
-        self._queries = [self._queries[i] for i in keep]
-        self._query_vectors = self._query_vectors[keep] if len(keep) else self._query_vectors[:0]
+        # The table keeps the other rows in order: a kept row moves down by the
+        # number of deleted rows before it.
+        kept = np.fromiter((cid not in gone for cid in old_ids), bool, len(old_ids))
+        before = len(self._queries)
+        self._queries = self._queries.remap_chunks(np.where(kept, np.cumsum(kept) - 1, -1))
+        dropped = before - len(self._queries)
         if dropped:
             logger.info("removed %d query node(s) left without links", dropped)
         self._relink()
@@ -303,98 +295,137 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         return [n.metadata.get("title") for n in nodes], [n.get_content() for n in nodes]
 
     def _write_queries(self, targets: list[int], texts_by_id: dict[str, str]) -> None:
+        """Batches for ``targets`` and their queries (§3.2, App. A.2), appended to the table.
+
+        The random draws come in a fixed order (batches, LLM choice, bridges,
+        pseudo-queries batch by batch), so a seeded build is reproducible.
+        """
         ids = self._chunks.ids
         rows, cols, _ = self._edges
-        neighbors = neighbor_lists(len(ids), rows, cols)
-        batches = sample_batches(neighbors, targets, self._rng)
-        per_batch = int(self._settings["queries_per_batch"])
-        llm_queries: list[list[str]] = [[] for _ in batches]
-        need_text = {int(c) for b in batches for c in b}
-        docs = {i: texts_by_id.get(ids[i]) for i in need_text}
-        missing = [i for i, t in docs.items() if t is None]
-        if missing:
-            for i, node in zip(missing, self.get_chunks([ids[i] for i in missing]), strict=True):
-                docs[i] = node.get_content()
-        llm = self._query_llm()
+        batches = sample_batches(neighbor_lists(len(ids), rows, cols), targets, self._rng)
+        texts = self._texts_of_rows({int(c) for b in batches for c in b}, ids, texts_by_id)
         stats = {"batches": len(batches), "llm_batches": 0, "llm_queries": 0, "pseudo_queries": 0}
-        if llm is not None:
-            bound = self._settings["max_llm_batches"]
-            chosen = list(range(len(batches)))
-            if bound is not None and bound < len(batches):
-                chosen = sorted(self._rng.choice(len(batches), size=bound, replace=False).tolist())
-                logger.info(
-                    "synthetic queries bounded: %d of %d batches use the LLM, the rest "
-                    "pseudo-queries",
-                    bound,
-                    len(batches),
-                )
-            generator = SyntheticQueryGenerator(
-                llm,
-                per_batch=per_batch,
-                max_concurrency=int(self._settings["max_concurrency"]),
-                cache_path=self._settings["llm_cache_path"],
-            )
-            answers = generator.generate(
-                [[docs[int(c)] for c in batches[b]] for b in chosen],
-                show_progress=self._show_progress,
-            )
-            for b, qs in zip(chosen, answers, strict=True):
-                llm_queries[b] = qs
-            stats["llm_batches"] = sum(1 for q in answers if q)
-            stats.update({f"llm_{k}": v for k, v in generator.stats.items() if k != "queries"})
-        fallback = [b for b, qs in enumerate(llm_queries) if not qs]
-        bridge: list[tuple[str, list[int]]] = []
-        if self._settings["bridges"] and getattr(self, "_mentions", None):
-            sources = sorted({a for a, _ in self._mentions} & set(targets))
-            titles, _ = self._titles_and_texts(())
-            sents = dict(zip(sources, chunk_sentences([docs[i] for i in sources]), strict=True))
-            bridge = bridge_queries(
-                self._mentions,
-                titles,
-                _Lookup(sents),
-                sources,
-                self._rng,
-                max_words=int(self._settings["pseudo_max_words"]),
-            )
-        pseudo: list[list[str]] = [[] for _ in batches]
-        if fallback:
-            need = sorted({int(c) for b in fallback for c in batches[b]})
-            sents = dict(zip(need, chunk_sentences([docs[i] for i in need]), strict=True))
-            made = pseudo_queries(
-                [batches[b] for b in fallback],
-                _Lookup(sents),
-                self._rng,
-                per_batch=per_batch,
-                max_words=int(self._settings["pseudo_max_words"]),
-            )
-            for b, qs in zip(fallback, made, strict=True):
-                pseudo[b] = qs
-        new: list[_Query] = []
-        for b, batch in enumerate(batches):
-            chunk_ids = [ids[int(c)] for c in batch]
-            for origin, qs in (("llm", llm_queries[b]), ("pseudo", pseudo[b])):
-                for text in qs:
-                    qid = "q:" + hashlib.sha1(f"{chunk_ids[0]}|{text}".encode()).hexdigest()[:16]
-                    new.append(_Query(qid, text, chunk_ids, origin))
+        llm_queries = self._llm_queries(batches, texts, stats)
+        # A splitter of its own, dropped with its vocabulary at the end (see
+        # new_rule_sentencizer: the shared one kept 3 MB at 4,000 chunks).
+        nlp = new_rule_sentencizer()
+        bridge = self._bridge_queries(targets, texts, nlp)
+        fallback = [b for b in range(len(batches)) if b not in llm_queries]
+        need = {int(c): texts[int(c)] for b in fallback for c in batches[b]}
+        sentences = ChunkSentences(need, nlp)
+        builder = QueryTableBuilder()
+        # Bounded working set: pseudo-queries are made a block of batches at a
+        # time and go straight into the table's flat buffers, so no per-query
+        # object and only one block's sentence strings exist at any moment.
+        for start in range(0, len(batches), _QUERY_BLOCK):
+            block = range(start, min(len(batches), start + _QUERY_BLOCK))
+            self._add_block_queries(builder, block, batches, llm_queries, sentences, ids)
         for text, pair in bridge:
-            chunk_ids = [ids[c] for c in pair]
-            qid = "q:" + hashlib.sha1(f"{chunk_ids[0]}|{text}".encode()).hexdigest()[:16]
-            new.append(_Query(qid, text, chunk_ids, "bridge"))
-        stats["bridge_queries"] = len(bridge)
-        stats["llm_queries"] = sum(q.origin == "llm" for q in new)
-        stats["pseudo_queries"] = sum(q.origin == "pseudo" for q in new)
+            builder.add(text, pair, "bridge", first_chunk_id=ids[pair[0]])
+        del need, sentences, nlp, texts
         vectors = embed_texts(
             self.embed_model,
-            [q.text for q in new],
+            builder.texts(),
             show_progress=self._show_progress,
             desc="Embedding queries",
         )
-        self._queries.extend(new)
-        self._query_vectors = (
-            vectors if self._query_vectors.size == 0 else np.vstack([self._query_vectors, vectors])
-        )
+        table = builder.build(vectors)
+        per_origin = np.bincount(table.origins, minlength=len(ORIGINS)).tolist()
+        stats["bridge_queries"] = len(bridge)
+        stats["llm_queries"] = per_origin[ORIGINS.index("llm")]
+        stats["pseudo_queries"] = per_origin[ORIGINS.index("pseudo")]
+        self._queries = self._queries.concat(table)
         for key, value in stats.items():
             self.build_stats[key] = self.build_stats.get(key, 0) + value
+
+    def _texts_of_rows(
+        self, rows: set[int], ids: Sequence[str], texts_by_id: dict[str, str]
+    ) -> dict[int, str]:
+        """Text of each chunk row: the new chunks' from ``texts_by_id``, older ones from the docstore."""
+        texts = {r: texts_by_id.get(ids[r]) for r in rows}
+        missing = [r for r, t in texts.items() if t is None]
+        if missing:
+            for r, node in zip(missing, self.get_chunks([ids[r] for r in missing]), strict=True):
+                texts[r] = node.get_content()
+        return texts
+
+    def _llm_queries(
+        self, batches: list[np.ndarray], texts: dict[int, str], stats: dict[str, int]
+    ) -> dict[int, list[str]]:
+        """LLM-written questions by batch (§3.2, Eq. 3); only batches that got some."""
+        llm = self._query_llm()
+        if llm is None:
+            return {}
+        bound = self._settings["max_llm_batches"]
+        chosen = list(range(len(batches)))
+        if bound is not None and bound < len(batches):
+            chosen = sorted(self._rng.choice(len(batches), size=bound, replace=False).tolist())
+            logger.info(
+                "synthetic queries bounded: %d of %d batches use the LLM, the rest pseudo-queries",
+                bound,
+                len(batches),
+            )
+        generator = SyntheticQueryGenerator(
+            llm,
+            per_batch=int(self._settings["queries_per_batch"]),
+            max_concurrency=int(self._settings["max_concurrency"]),
+            cache_path=self._settings["llm_cache_path"],
+        )
+        answers = generator.generate(
+            [[texts[int(c)] for c in batches[b]] for b in chosen],
+            show_progress=self._show_progress,
+        )
+        stats["llm_batches"] = sum(1 for q in answers if q)
+        stats.update({f"llm_{k}": v for k, v in generator.stats.items() if k != "queries"})
+        return {b: qs for b, qs in zip(chosen, answers, strict=True) if qs}
+
+    def _bridge_queries(
+        self, targets: list[int], texts: dict[int, str], nlp
+    ) -> list[tuple[str, list[int]]]:
+        """Bridge pseudo-queries of the targets that mention another chunk (:mod:`.bridges`)."""
+        if not (self._settings["bridges"] and getattr(self, "_mentions", None)):
+            return []
+        sources = sorted({a for a, _ in self._mentions} & set(targets))
+        titles, _ = self._titles_and_texts(())
+        sents = dict(zip(sources, chunk_sentences([texts[i] for i in sources], nlp), strict=True))
+        return bridge_queries(
+            self._mentions,
+            titles,
+            _Lookup(sents),
+            sources,
+            self._rng,
+            max_words=int(self._settings["pseudo_max_words"]),
+        )
+
+    def _add_block_queries(
+        self,
+        builder: QueryTableBuilder,
+        block: range,
+        batches: list[np.ndarray],
+        llm_queries: dict[int, list[str]],
+        sentences: ChunkSentences,
+        ids: Sequence[str],
+    ) -> None:
+        """The queries of the batches in ``block``, each linked to its whole batch (§3.2)."""
+        fallback = [b for b in block if b not in llm_queries]
+        pseudo: dict[int, list[str]] = {}
+        if fallback:
+            rows = {int(c) for b in fallback for c in batches[b]}
+            made = pseudo_queries(
+                [batches[b] for b in fallback],
+                _Lookup({r: sentences[r] for r in rows}),
+                self._rng,
+                per_batch=int(self._settings["queries_per_batch"]),
+                max_words=int(self._settings["pseudo_max_words"]),
+            )
+            pseudo = dict(zip(fallback, made, strict=True))
+        for b in block:
+            origin, made_for_b = (
+                ("llm", llm_queries[b]) if b in llm_queries else ("pseudo", pseudo[b])
+            )
+            first = ids[int(batches[b][0])]
+            for text in made_for_b:
+                builder.add(text, batches[b], origin, first_chunk_id=first)
 
     def _query_llm(self):
         source = self._settings["query_source"]
@@ -413,20 +444,18 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         return llm
 
     def _link_graph(self) -> LinkGraph:
-        ids = self._chunks.ids
-        row = {cid: i for i, cid in enumerate(ids)}
         z_c = self._chunks.matrix
-        m = min(self.query_neighbors, len(ids))
-        q_nb, _ = knn_graph(self._query_vectors, m, others=z_c)
-        pos_q = np.fromiter((qi for qi, q in enumerate(self._queries) for _ in q.chunks), np.int64)
-        pos_c = np.fromiter((row[c] for q in self._queries for c in q.chunks), np.int64)
+        m = min(self.query_neighbors, len(z_c))
+        queries = self._queries
+        q_nb, _ = knn_graph(queries.vectors, m, others=z_c)
+        pos_q, pos_c = queries.links()
         rows, cols, weights = self._edges
         return LinkGraph(
             z_c,
             rows,
             cols,
             weights,
-            self._query_vectors,
+            queries.vectors,
             q_nb,
             np.ones(q_nb.shape, np.float32),  # Eq. 5: query-chunk edges weigh 1
             pos_q,
@@ -476,12 +505,13 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             ((ids[a], ids[b], float(w)) for a, b, w in zip(rows, cols, weights, strict=True)),
             "similar",
         )
+        records = self._queries.records(ids)
         graph.add_nodes(
-            [q.id for q in self._queries],
+            [q["id"] for q in records],
             "query",
-            [{"text": q.text, "origin": q.origin} for q in self._queries],
+            [{"text": q["text"], "origin": q["origin"]} for q in records],
         )
-        graph.add_edges(((q.id, c, 1.0) for q in self._queries for c in q.chunks), "asks")
+        graph.add_edges(((q["id"], c, 1.0) for q in records for c in q["chunks"]), "asks")
         return graph
 
     # ------------------------------------------------------------------ persistence
@@ -490,8 +520,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._chunks.persist(folder, "chunks")
         rows, cols, weights = self._edges
         write_arrays(folder / "chunk_graph.npz", rows=rows, cols=cols, weights=weights)
-        write_arrays(folder / "queries.npz", matrix=self._query_vectors)
-        write_json(folder / "queries.json", [q.__dict__ for q in self._queries])
+        write_arrays(folder / "queries.npz", matrix=self._queries.vectors)
+        write_json(folder / "queries.json", self._queries.records(self._chunks.ids))
         state: dict[str, Any] = {"build_stats": self.build_stats, "model": None}
         if self._model is not None:
             torch.save(self._model.state_dict(), folder / MODEL_FILE)
@@ -508,8 +538,12 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._chunks = InMemoryVectorTable.load(folder, "chunks")
         arrays = read_arrays(folder / "chunk_graph.npz")
         self._edges = (arrays["rows"], arrays["cols"], arrays["weights"].astype(np.float32))
-        self._query_vectors = read_arrays(folder / "queries.npz")["matrix"].astype(np.float32)
-        self._queries = [_Query(**q) for q in read_json(folder / "queries.json")]
+        row_of = {cid: i for i, cid in enumerate(self._chunks.ids)}
+        self._queries = QueryTable.from_records(
+            read_json(folder / "queries.json"),
+            row_of,
+            read_arrays(folder / "queries.npz")["matrix"].astype(np.float32),
+        )
         state = read_json(folder / STATE_FILE)
         self.build_stats = dict(state.get("build_stats", {}))
         meta = state.get("model")

@@ -22,13 +22,15 @@ Two query sources:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from array import array
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+from spacy.language import Language
 
 from ..core.cache import LLMCache
 from ..core.llm import StructuredLLM
@@ -80,10 +82,61 @@ def _window(sentence: str, max_words: int, rng: np.random.Generator) -> str:
     return " ".join(words[start : start + max_words])
 
 
-def chunk_sentences(texts: Sequence[str]) -> list[list[str]]:
-    """Sentences of each text (rule-based splitter; the text itself if it has none)."""
-    split = split_sentences_batch(list(texts), nlp=rule_sentencizer())
+def chunk_sentences(texts: Sequence[str], nlp: Language | None = None) -> list[list[str]]:
+    """Sentences of each text (rule-based splitter; the text itself if it has none).
+
+    Args:
+        texts: The texts.
+        nlp: The splitter (default: the shared :func:`.chunker.rule_sentencizer`).
+    """
+    split = split_sentences_batch(list(texts), nlp=nlp or rule_sentencizer())
     return [s or ([t.strip()] if t.strip() else []) for s, t in zip(split, texts, strict=True)]
+
+
+class ChunkSentences:
+    """The :func:`chunk_sentences` of many chunks, kept as offsets into their texts.
+
+    Sentence strings of every chunk at once were the pseudo-query step's
+    working set; they died after it, but the index's long-lived objects made
+    meanwhile were placed among them and kept their memory resident. Here the
+    splitter runs ``block`` texts at a time and keeps only each sentence's
+    ``(start, end)`` in one integer array; the strings are cut from the chunk's
+    text when a batch asks for them.
+
+    Args:
+        texts: Text of each chunk, by chunk row (the rows this object answers for).
+        nlp: The sentence splitter.
+        block: Texts split per call.
+    """
+
+    def __init__(self, texts: Mapping[int, str], nlp: Language, *, block: int = 512) -> None:
+        self._texts = texts
+        rows = sorted(texts)
+        ptr, bounds = array("q", [0]), array("q")
+        for start in range(0, len(rows), block):
+            part = [texts[r] for r in rows[start : start + block]]
+            for text, sentences in zip(part, chunk_sentences(part, nlp), strict=True):
+                cursor = 0
+                for sentence in sentences:
+                    # Sentences come in text order, separated by whitespace only.
+                    at = text.find(sentence, cursor)
+                    if at < 0:
+                        raise RuntimeError(f"sentence not found in its text: {sentence[:60]!r}")
+                    cursor = at + len(sentence)
+                    bounds.extend((at, cursor))
+                ptr.append(len(bounds) // 2)
+        self._rows = np.asarray(rows, np.int64)
+        self._ptr = np.frombuffer(ptr, np.int64)
+        self._bounds = np.frombuffer(bounds, np.int64).reshape(-1, 2)
+
+    def __getitem__(self, row: int) -> list[str]:
+        """Sentences of chunk ``row`` (``[]`` for a row not given)."""
+        k = int(np.searchsorted(self._rows, row))
+        if k == len(self._rows) or self._rows[k] != row:
+            return []
+        text = self._texts[int(row)]
+        spans = self._bounds[self._ptr[k] : self._ptr[k + 1]].tolist()
+        return [text[start:end] for start, end in spans]
 
 
 def pseudo_queries(

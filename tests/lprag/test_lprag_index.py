@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import torch
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document
 
@@ -228,3 +230,36 @@ def test_candidate_cap_scores_the_nearest_chunks_with_the_same_logits(index):
     assert sum(1 for p in capped.scores(query).values() if p > 0) == 4
     with pytest.raises(ValueError, match="max_candidates"):
         index.as_retriever(max_candidates=2)  # fewer than the query's 3 attachments
+
+
+def test_query_blocks_give_the_same_index_as_one_block(index, bow_embed, monkeypatch):
+    from llama_index_graphrag_ext.lprag import index as index_module
+
+    monkeypatch.setattr(index_module, "_QUERY_BLOCK", 3)  # 8 batches: blocks of 3, 3 and 2
+    blocked = ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        **SMALL,
+    )  # fmt: skip
+    assert blocked.queries() == index.queries()
+    np.testing.assert_array_equal(blocked._queries.vectors, index._queries.vectors)
+    for key, value in index._model.state_dict().items():
+        assert torch.equal(blocked._model.state_dict()[key], value)
+
+
+def test_query_ids_hash_the_target_chunk_and_the_text(index):
+    for q in index.queries():
+        digest = hashlib.sha1(f"{q['chunks'][0]}|{q['text']}".encode()).hexdigest()[:16]
+        assert q["id"] == "q:" + digest
+
+
+def test_the_build_keeps_no_training_leftovers(bow_embed):
+    from llama_index_graphrag_ext.lprag.chunker import rule_sentencizer
+
+    rule_sentencizer.cache_clear()
+    built = ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        **SMALL,
+    )  # fmt: skip
+    assert all(p.grad is None for p in built._model.parameters())
+    # The pseudo-queries split sentences with a pipeline of their own, dropped after.
+    assert rule_sentencizer.cache_info().currsize == 0
