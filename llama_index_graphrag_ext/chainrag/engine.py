@@ -298,10 +298,11 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         sg = states[0].graph if states else self.index.sentence_graph
         kept, words = [], 0
         for row, _ in merged:
-            words += word_count(sg.records[row].text)
+            text = sg.text(row)
+            words += word_count(text)
             if words > self.search.word_budget and kept:
                 break
-            kept.append(sg.records[row].text)
+            kept.append(text)
         return self._prompts["context_integration"].format(
             context_str="\n".join(kept), query_str=question
         )
@@ -312,10 +313,10 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         sg = states[0].graph
         best: dict[str, tuple[float, list[str]]] = {}
         for row, score in merged:
-            rec = sg.records[row]
-            if rec.chunk_id not in best:
-                best[rec.chunk_id] = (score, [])
-            best[rec.chunk_id][1].append(rec.text)
+            chunk_id = sg.chunk_id(row)
+            if chunk_id not in best:
+                best[chunk_id] = (score, [])
+            best[chunk_id][1].append(sg.text(row))
         order = list(best)[: self.similarity_top_k]
         chunks = {n.node_id: n for n in self.index.get_chunks(order)}
         return [

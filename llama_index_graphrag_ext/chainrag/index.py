@@ -15,12 +15,15 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.nlp import DEFAULT_ENTITY_LABELS, analyze_batch, load_spacy, normalize_entity
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
-from .sentence_graph import EDGE_KINDS, SentenceGraph, SentenceRecord
+from .sentence_graph import EDGE_KINDS, SentenceGraph
+from .sentences import SentenceTable, SentenceTableBuilder
 
 logger = logging.getLogger(__name__)
 
 _RECORDS_FILE = "sentences.json"
 _VECTORS_FILE = "sentence_vectors.npz"
+#: Chunks parsed and packed at a time (see ``_add_chunks``).
+_PARSE_BATCH = 64
 
 
 class SentenceGraphIndex(GraphIndexBase):
@@ -70,9 +73,9 @@ class SentenceGraphIndex(GraphIndexBase):
         self.entity_labels = sorted(labels)
         self.title_key = title_key
         self.spacy_model = spacy_model
-        self._records: list[SentenceRecord] = []
+        self._sentences = SentenceTable.empty()
         self._vectors: np.ndarray | None = None
-        self._sg = SentenceGraph.build([], np.zeros((0, 0), np.float32))
+        self._sg = SentenceGraph.build(self._sentences, np.zeros((0, 0), np.float32))
         self._graph = None  # the TypedGraph view, built on demand (see ``graph``)
 
     def config(self) -> dict[str, Any]:
@@ -107,8 +110,8 @@ class SentenceGraphIndex(GraphIndexBase):
 
     def sentence_id(self, row: int) -> str:
         """A stable id of a sentence row: ``<chunk id>::s<position>``."""
-        rec = self._sg.records[row]
-        return f"{rec.chunk_id}::s{rec.position}"
+        table = self._sg.sentences
+        return f"{table.chunk_id(row)}::s{table.position(row)}"
 
     def _searchable(self) -> dict[str, tuple[Sequence[str], np.ndarray]]:
         sg = self._sg  # the seed search (first round) looks up sentences
@@ -126,40 +129,70 @@ class SentenceGraphIndex(GraphIndexBase):
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
         if not nodes:
             return
-        inputs = [self._sentence_inputs(n) for n in nodes]
         nlp = load_spacy(self.spacy_model)
-        analyses = analyze_batch([t for _, t in inputs], nlp, labels=set(self.entity_labels))
-        records: list[SentenceRecord] = []
-        texts: list[str] = []
+        labels = set(self.entity_labels)
+        builder = SentenceTableBuilder(self._sentences)
+        titles: list[str] = []  # per new chunk with sentences
         empty = 0
-        for node, (title, _), analysis in zip(nodes, inputs, analyses, strict=True):
-            if not analysis.sentences:
-                empty += 1
-            for pos, (sent, ents) in enumerate(
-                zip(analysis.sentences, analysis.sentence_entities, strict=True)
-            ):
-                keys = dict.fromkeys(k for k in (normalize_entity(e.text) for e in ents) if k)
-                records.append(SentenceRecord(sent, node.node_id, pos, tuple(keys)))
-                texts.append(f"{title}: {sent}" if title else sent)
+        # Parsed and packed a batch at a time: with every chunk's analysis alive at
+        # once, the sentences kept from them were scattered over the analyses'
+        # memory and kept it resident after the build (4,000 chunks: 66.5 MB
+        # retained, 50.0 MB in batches; docs/scaling.md, "Memory").
+        for start in range(0, len(nodes), _PARSE_BATCH):
+            batch = nodes[start : start + _PARSE_BATCH]
+            empty += self._add_batch(batch, nlp, labels, builder, titles)
+            builder.pack()
         if empty:
             logger.warning("%d chunk(s) gave no sentence and are not in the graph", empty)
+        table = builder.finish()
+        # The texts to embed are made only now, from the packed sentences: made in
+        # the loop, they were alive across every batch and spread the batches over
+        # more arenas, which the few objects spaCy keeps from each batch then pinned.
+        texts = _embedding_texts(table, len(self._sentences), titles)
         vectors = embed_texts(
             self.embed_model,
             texts,
             show_progress=getattr(self, "_show_progress", False),
             desc="Embedding sentences",
         )
-        if self._vectors is None or not len(self._records):
+        del texts
+        if self._vectors is None or not len(self._sentences):
             self._vectors = vectors
         elif len(vectors):
             self._vectors = np.vstack([self._vectors, vectors])
-        self._records.extend(records)
+        self._sentences = table
         self._rebuild()
 
+    def _add_batch(
+        self,
+        nodes: Sequence[BaseNode],
+        nlp: Any,
+        labels: set[str],
+        builder: SentenceTableBuilder,
+        titles: list[str],
+    ) -> int:
+        """Split and tag one batch of chunks into ``builder``; returns the chunks with no sentence.
+
+        Appends the title of each chunk that has sentences to ``titles``.
+        """
+        inputs = [self._sentence_inputs(n) for n in nodes]
+        analyses = analyze_batch([t for _, t in inputs], nlp, labels=labels)
+        empty = 0
+        for node, (title, _), analysis in zip(nodes, inputs, analyses, strict=True):
+            if not analysis.sentences:
+                empty += 1
+                continue
+            titles.append(title)
+            for pos, (sent, ents) in enumerate(
+                zip(analysis.sentences, analysis.sentence_entities, strict=True)
+            ):
+                keys = (k for k in (normalize_entity(e.text) for e in ents) if k)
+                builder.add(sent, node.node_id, pos, keys)
+        return empty
+
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
-        drop = set(node_ids)
-        keep = [i for i, r in enumerate(self._records) if r.chunk_id not in drop]
-        self._records = [self._records[i] for i in keep]
+        keep = np.flatnonzero(~self._sentences.rows_of_chunks(node_ids))
+        self._sentences = self._sentences.take(keep)
         if self._vectors is not None:
             self._vectors = self._vectors[keep]
         self._rebuild()
@@ -168,15 +201,15 @@ class SentenceGraphIndex(GraphIndexBase):
         vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
         # Readers keep using the old snapshot until this assignment (thread-safe swap).
         self._sg = SentenceGraph.build(
-            self._records, vectors, alpha=self.alpha, m=self.m, window=self.window
+            self._sentences, vectors, alpha=self.alpha, m=self.m, window=self.window
         )
         self._graph = None
         logger.info(
             "sentence graph: %d sentences, %d SS, %d SA edges, %d key entities",
             len(self._sg),
-            self._sg.ss.nnz // 2,
-            self._sg.sa.nnz // 2,
-            len(self._sg.entity_vocab),
+            self._sg.num_edges("SS"),
+            self._sg.num_edges("SA"),
+            self._sg.key_matrix.shape[1],
         )
 
     # --------------------------------------------------------------- persistence
@@ -184,14 +217,13 @@ class SentenceGraphIndex(GraphIndexBase):
     def _persist_state(self, folder: Path) -> None:
         write_json(
             folder / _RECORDS_FILE,
-            [[r.text, r.chunk_id, r.position, list(r.entities)] for r in self._records],
+            [[r.text, r.chunk_id, r.position, list(r.entities)] for r in self._sg.records],
         )
         vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
         write_arrays(folder / _VECTORS_FILE, vectors=vectors)
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
-        rows = read_json(folder / _RECORDS_FILE)
-        self._records = [SentenceRecord(t, c, int(p), tuple(e)) for t, c, p, e in rows]
+        self._sentences = SentenceTable.from_rows(read_json(folder / _RECORDS_FILE))
         self._vectors = read_arrays(folder / _VECTORS_FILE)["vectors"].astype(np.float32)
         graph = self._graph
         self._rebuild()
@@ -214,9 +246,26 @@ class SentenceGraphIndex(GraphIndexBase):
         return ChainRAGQueryEngine(self, llm=llm or self.llm, **kwargs)
 
 
+def _embedding_texts(table: SentenceTable, first_row: int, titles: Sequence[str]) -> list[str]:
+    """What is embedded for the rows from ``first_row`` on: ``"title: sentence"`` (or the sentence).
+
+    ``titles`` holds one title per chunk of those rows, in row order.
+    """
+    first_chunk = int(table.chunk_rows[first_row]) if first_row < len(table) else 0
+    out = []
+    for code, sent in zip(
+        table.chunk_rows[first_row:].tolist(), table.texts.strings(first_row), strict=True
+    ):
+        title = titles[code - first_chunk]
+        out.append(f"{title}: {sent}" if title else sent)
+    return out
+
+
 def sentence_ids(sg: SentenceGraph) -> list[str]:
     """The sentence ids of a graph snapshot in row order (``<chunk id>::s<position>``)."""
-    return [f"{r.chunk_id}::s{r.position}" for r in sg.records]
+    table = sg.sentences
+    chunks, positions = table.chunk_ids, table.positions.tolist()
+    return [f"{chunks[c]}::s{p}" for c, p in zip(table.chunk_rows.tolist(), positions, strict=True)]
 
 
 def to_typed_graph(sg: SentenceGraph) -> TypedGraph:

@@ -76,9 +76,9 @@ class SearchState:
 
     def context(self) -> str:
         """The gathered sentences in text order of their chunks, one per line."""
-        recs = self.graph.records
-        rows = sorted(self.gathered, key=lambda r: (recs[r].chunk_id, recs[r].position))
-        return "\n".join(recs[r].text for r in rows)
+        table = self.graph.sentences
+        rows = sorted(self.gathered, key=lambda r: (table.chunk_id(r), table.position(r)))
+        return "\n".join(table.text(r) for r in rows)
 
 
 class SentenceSearch:
@@ -122,9 +122,9 @@ class SentenceSearch:
         if self.reranker is None or not len(rows):
             order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i]))
             return [(int(rows[i]), float(scores[i])) for i in order]
-        recs = state.graph.records
+        sg = state.graph
         nodes = [
-            NodeWithScore(node=TextNode(id_=str(r), text=recs[r].text), score=float(s))
+            NodeWithScore(node=TextNode(id_=str(r), text=sg.text(r)), score=float(s))
             for r, s in zip(rows, scores, strict=True)
         ]
         ranked = self.reranker.postprocess_nodes(nodes, QueryBundle(state.query))
@@ -164,7 +164,7 @@ class SentenceSearch:
         return state
 
     def _add(self, state: SearchState, item: Gathered, force: bool = False) -> bool:
-        words = word_count(state.graph.records[item.row].text)
+        words = word_count(state.graph.text(item.row))
         if not force and state.words + words > self.word_budget:
             state.budget_hit = True
             return False
@@ -293,7 +293,7 @@ def _bundle_vector(query_bundle: QueryBundle) -> np.ndarray | None:
 def describe_sentence(sg: SentenceGraph, item: Gathered) -> dict[str, Any]:
     """A JSON-ready account of one gathered sentence (for evidence and the chain)."""
     out: dict[str, Any] = {
-        "text": sg.records[item.row].text,
+        "text": sg.text(item.row),
         "score": round(item.score, 4),
         "role": item.role,
         "hop": item.hop,
@@ -302,7 +302,7 @@ def describe_sentence(sg: SentenceGraph, item: Gathered) -> dict[str, Any]:
         edges = []
         for kind, sources in item.via.items():
             for src in sources[:3]:
-                edge: dict[str, Any] = {"kind": kind, "from": sg.records[src].text[:120]}
+                edge: dict[str, Any] = {"kind": kind, "from": sg.text(src)[:120]}
                 if kind == "EC":
                     edge["entities"] = sg.shared_entities(item.row, src)
                 edges.append(edge)
@@ -329,7 +329,7 @@ def chunks_from_state(
 
     def take(group: list[Gathered]) -> None:
         for item in sorted(group, key=lambda g: (-g.score, g.row)):
-            cid = sg.records[item.row].chunk_id
+            cid = sg.chunk_id(item.row)
             if cid not in by_chunk:
                 if len(order) >= top_k:
                     continue

@@ -21,11 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..core.embeddings import knn_graph, union_knn_edges
+from .sentences import SentenceTable, first_appearance_codes, spans
 
 #: The three edge kinds of the paper (§3.1), in the order the paper lists them.
 EDGE_KINDS: tuple[str, ...] = ("EC", "SS", "SA")
@@ -52,10 +54,20 @@ def entity_importance(
     entities are the ones able to link sentences.
     """
     vocab, counts = incidence(entity_lists, binary=False)
-    n = counts.shape[0]
-    if n == 0 or not vocab:
+    if counts.shape[0] == 0 or not vocab:
         return {}
-    df = np.bincount(counts.indices, minlength=len(vocab)).astype(np.float64)
+    total = _importance_of_counts(counts, k1, b)
+    return {e: float(total[j]) for e, j in vocab.items()}
+
+
+def _importance_of_counts(counts: sp.csr_matrix, k1: float, b: float) -> np.ndarray:
+    """Mean BM25 weight of each column of a sentences x entities count matrix.
+
+    Each column's weights are summed in row order whatever the column numbering,
+    so any numbering of the same entities gives the same floats.
+    """
+    n = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     lengths = np.asarray(counts.sum(axis=1)).ravel()
     avgdl = max(float(lengths.mean()), 1e-12)
@@ -63,8 +75,7 @@ def entity_importance(
     tf = coo.data.astype(np.float64)
     norm = k1 * (1.0 - b + b * lengths[coo.row] / avgdl)
     weights = idf[coo.col] * tf * (k1 + 1.0) / (tf + norm)
-    total = np.bincount(coo.col, weights=weights, minlength=len(vocab)) / n
-    return {e: float(total[j]) for e, j in vocab.items()}
+    return np.bincount(coo.col, weights=weights, minlength=counts.shape[1]) / n
 
 
 def key_entities(
@@ -114,6 +125,58 @@ def incidence(
     return vocab, mat
 
 
+def key_entity_rows(
+    table: SentenceTable, alpha: float, *, k1: float = 1.5, b: float = 0.75
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`key_entities` on a table's entity columns, with arrays instead of Python lists.
+
+    Same selection (top-α share by BM25 importance, at least one, ties in text
+    order) and the same importance floats, without a tuple per sentence.
+
+    Returns:
+        ``(ptr, ids)``: row ``i``'s key entities are ``ids[ptr[i]:ptr[i + 1]]``
+        (entity numbers of ``table.entity_names``), most important first.
+    """
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+    n, ptr, ids = len(table), table.entity_ptr, table.entity_ids
+    if n == 0 or not len(ids):
+        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    counts = sp.csr_matrix(
+        (np.ones(len(ids), dtype=np.float32), ids, ptr), shape=(n, len(table.entity_names))
+    )
+    counts.sum_duplicates()  # sorted columns, as incidence() gives
+    importance = _importance_of_counts(counts, k1, b)
+    lengths = np.diff(ptr)
+    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    place = np.arange(len(ids), dtype=np.int64) - ptr[row]  # text order within the row
+    order = np.lexsort((place, -importance[ids], row))  # by row, importance, text order
+    keep = np.where(lengths > 0, np.maximum(1, np.floor(alpha * lengths + 0.5)), 0)
+    chosen = order[place < keep[row]]  # rank within the row (rows stay in blocks)
+    key_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.minimum(keep, lengths).astype(np.int64), out=key_ptr[1:])
+    return key_ptr, ids[chosen]
+
+
+def key_incidence(key_ptr: np.ndarray, key_ids: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
+    """The binary key-entity matrix of :func:`key_entity_rows`' output, as :func:`incidence`.
+
+    Columns are numbered by first appearance in the key lists (what
+    :func:`incidence` does with the lists), so the matrix, and with it the order
+    in which EC neighbours are found, is the list-based build's.
+
+    Returns:
+        ``(columns, matrix)``: ``columns[c]`` is the entity number of column ``c``.
+    """
+    n = len(key_ptr) - 1
+    cols, entities = first_appearance_codes(key_ids)
+    mat = sp.csr_matrix(
+        (np.ones(len(cols), dtype=np.float32), cols, key_ptr), shape=(n, len(entities))
+    )
+    mat.sum_duplicates()
+    return entities.astype(np.int32), mat
+
+
 def ss_edges(vectors: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """SS edges ``i < j`` where either sentence lists the other in its top-m (§3.1)."""
     if m <= 0 or vectors.shape[0] < 2:
@@ -160,7 +223,7 @@ def _symmetric(n: int, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -
 
 @dataclass(frozen=True)
 class SentenceRecord:
-    """One sentence as the index keeps it.
+    """One sentence of the graph, as a row view (the graph stores columns, see ``sentences``).
 
     Attributes:
         text: The sentence.
@@ -175,73 +238,178 @@ class SentenceRecord:
     entities: tuple[str, ...] = ()
 
 
+class SentenceRecords(Sequence[SentenceRecord]):
+    """A table's rows as :class:`SentenceRecord` objects, each made when it is read."""
+
+    def __init__(self, table: SentenceTable) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        t = self._table
+        row = _row_index(row, len(t))
+        return SentenceRecord(t.text(row), t.chunk_id(row), t.position(row), t.entities(row))
+
+
+class KeyEntities(Sequence[tuple[str, ...]]):
+    """Each row's key entities as a tuple of keys (most important first), made when read."""
+
+    def __init__(self, graph: SentenceGraph) -> None:
+        self._graph = graph
+
+    def __len__(self) -> int:
+        return len(self._graph)
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        g = self._graph
+        names = g.sentences.entity_names
+        return tuple(names[e] for e in g.key_row(_row_index(row, len(g))).tolist())
+
+
+def _row_index(row: int, n: int) -> int:
+    if not -n <= row < n:
+        raise IndexError(f"row {row} of {n}")
+    return int(row) % n
+
+
 @dataclass(frozen=True)
 class SentenceGraph:
-    """The read-only sentence graph: records, vectors and the three edge kinds.
+    """The read-only sentence graph: sentences, vectors and the three edge kinds.
 
     Build it with :meth:`build`; every array is indexed by sentence row.
 
     Attributes:
-        records: The sentences.
+        sentences: The sentences as columns (texts, chunks, positions, entities).
         vectors: ``(n, d)`` unit float32 rows (embeddings of the sentences).
-        key_entities: Each row's key entities (the α cut).
-        entity_vocab: Entity key → column of ``key_matrix``.
         key_matrix: Binary CSR, rows × key entities (EC edges are its co-occurrences).
-        ss: Symmetric CSR of SS edges, values = cosine.
-        sa: Symmetric CSR of SA edges, values = sentence distance.
+        key_order: int32, each row's key-entity columns most important first (row
+            ``i`` is ``key_order[key_matrix.indptr[i]:key_matrix.indptr[i + 1]]``).
+        key_columns: int32, the entity number (in ``sentences.entity_names``) of each
+            column of ``key_matrix``.
+        ss_ptr: int64 ``(n + 1,)`` and ``ss_cols`` int32: row ``i``'s SS neighbours
+            are ``ss_cols[ss_ptr[i]:ss_ptr[i + 1]]`` (ascending; the symmetric
+            pattern of the SS edges, without values).
         params: The settings it was built with.
+
+    The ``ss`` and ``sa`` matrices (with cosines and sentence distances) are made
+    when read: retrieval needs only which rows are linked, the SS links are
+    kept without their cosines, and the SA links follow from the chunks and
+    positions (a value array for 57k sentences' SS edges was 4 MB at 16,000
+    chunks, the SA matrix 1.6 MB).
     """
 
-    records: tuple[SentenceRecord, ...]
+    sentences: SentenceTable
     vectors: np.ndarray
-    key_entities: tuple[tuple[str, ...], ...]
-    entity_vocab: dict[str, int]
     key_matrix: sp.csr_matrix
-    ss: sp.csr_matrix
-    sa: sp.csr_matrix
+    key_order: np.ndarray
+    key_columns: np.ndarray
+    ss_ptr: np.ndarray
+    ss_cols: np.ndarray
     params: dict = field(default_factory=dict)
 
     @classmethod
     def build(
         cls,
-        records: Sequence[SentenceRecord],
+        sentences: SentenceTable | Sequence[SentenceRecord],
         vectors: np.ndarray,
         *,
         alpha: float = 0.6,
         m: int = 10,
         window: int = 3,
     ) -> SentenceGraph:
-        """Build every edge kind for ``records`` (rows of one chunk contiguous, in order).
+        """Build every edge kind for ``sentences`` (rows of one chunk contiguous, in order).
 
         Args:
-            records: The sentences.
+            sentences: The sentences, as a table or as records.
             vectors: Their unit embeddings, one row each.
             alpha: Share of each sentence's entities kept as key entities (§4.1: 0.6).
             m: SS neighbours per sentence (§4.1: 10).
             window: SA span in sentences (§3.1: 3).
         """
-        n = len(records)
+        table = sentences if isinstance(sentences, SentenceTable) else _table_of(sentences)
+        n = len(table)
         if vectors.shape[0] != n:
             raise ValueError(f"{vectors.shape[0]} vectors for {n} sentences")
-        keys = tuple(key_entities([r.entities for r in records], alpha)) if n else ()
-        vocab, kmat = incidence(keys)
+        key_ptr, key_ids = key_entity_rows(table, alpha)
+        key_columns, kmat = key_incidence(key_ptr, key_ids)
         s_rows, s_cols, s_sims = ss_edges(vectors, m)
-        groups = np.asarray(_group_codes(records), dtype=np.int64)
-        positions = np.asarray([r.position for r in records], dtype=np.int64)
-        a_rows, a_cols, a_dist = sa_edges(groups, positions, window)
+        links = _symmetric(n, s_rows, s_cols, s_sims)
         return cls(
-            records=tuple(records),
+            sentences=table,
             vectors=vectors,
-            key_entities=keys,
-            entity_vocab=vocab,
             key_matrix=kmat,
-            ss=_symmetric(n, s_rows, s_cols, s_sims),
-            sa=_symmetric(n, a_rows, a_cols, a_dist.astype(np.float32)),
+            key_order=_columns_in_key_order(key_ids, key_columns),
+            key_columns=key_columns,
+            ss_ptr=links.indptr.astype(np.int64),
+            ss_cols=links.indices.astype(np.int32),
             params={"alpha": alpha, "m": m, "window": window},
         )
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.sentences)
+
+    @property
+    def records(self) -> SentenceRecords:
+        """The sentences as :class:`SentenceRecord` row views."""
+        return SentenceRecords(self.sentences)
+
+    @property
+    def key_entities(self) -> KeyEntities:
+        """Each row's key entities (the α cut), most important first."""
+        return KeyEntities(self)
+
+    @cached_property
+    def entity_vocab(self) -> dict[str, int]:
+        """Key entity → column of ``key_matrix`` (made on first use)."""
+        names = self.sentences.entity_names
+        return {names[e]: c for c, e in enumerate(self.key_columns.tolist())}
+
+    def text(self, row: int) -> str:
+        """The sentence of ``row``."""
+        return self.sentences.text(row)
+
+    def chunk_id(self, row: int) -> str:
+        """The chunk ``row`` comes from."""
+        return self.sentences.chunk_id(row)
+
+    @property
+    def ss(self) -> sp.csr_matrix:
+        """Symmetric CSR of SS edges, values = cosine of the two rows (made on each read)."""
+        n = len(self)
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.ss_ptr))
+        sims = np.empty(len(rows), dtype=np.float32)
+        for start in range(0, len(rows), _DOT_BLOCK):
+            r = rows[start : start + _DOT_BLOCK]
+            c = self.ss_cols[start : start + _DOT_BLOCK]
+            sims[start : start + _DOT_BLOCK] = np.einsum(
+                "ij,ij->i", self.vectors[r], self.vectors[c]
+            )
+        return sp.csr_matrix((sims, self.ss_cols.copy(), self.ss_ptr.copy()), shape=(n, n))
+
+    @property
+    def sa(self) -> sp.csr_matrix:
+        """Symmetric CSR of SA edges, values = sentence distance (made on each read)."""
+        rows, cols, dist = self._sa_pairs()
+        return _symmetric(len(self), rows, cols, dist.astype(np.float32))
+
+    def _sa_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        table = self.sentences
+        return sa_edges(
+            table.chunk_rows.astype(np.int64),
+            table.positions.astype(np.int64),
+            int(self.params.get("window", 3)),
+        )
+
+    def key_row(self, row: int) -> np.ndarray:
+        """``row``'s key entities as entity numbers, most important first."""
+        ptr = self.key_matrix.indptr
+        return self.key_columns[self.key_order[ptr[row] : ptr[row + 1]]]
 
     def num_edges(self, kind: str) -> int:
         """Undirected edge count of one kind (EC counted from entity co-occurrence).
@@ -250,9 +418,9 @@ class SentenceGraph:
         sentences that share a frequent entity. Use :meth:`ec_summary` on large graphs.
         """
         if kind == "SS":
-            return self.ss.nnz // 2
+            return len(self.ss_cols) // 2
         if kind == "SA":
-            return self.sa.nnz // 2
+            return len(self._sa_pairs()[0])
         if kind == "EC":
             co = (self.key_matrix @ self.key_matrix.T).tocsr()
             co.setdiag(0)
@@ -298,25 +466,73 @@ class SentenceGraph:
                 if self.key_matrix.shape[1] == 0:
                     continue
                 reach = (self.key_matrix[rows] @ self.key_matrix.T).tocsr()
+                ptr, found = reach.indptr, reach.indices
             elif kind == "SS":
-                reach = self.ss[rows]
+                ptr, found = _gather_rows(self.ss_ptr, self.ss_cols, rows)
             elif kind == "SA":
-                reach = self.sa[rows]
+                ptr, found = self._sa_neighbors(rows)
             else:
                 raise ValueError(f"unknown edge kind {kind!r}")
             for pos, src in enumerate(rows):
-                start, stop = reach.indptr[pos], reach.indptr[pos + 1]
-                for nb in reach.indices[start:stop].tolist():
+                for nb in found[ptr[pos] : ptr[pos + 1]].tolist():
                     if nb not in source:
                         out.setdefault(nb, {}).setdefault(kind, []).append(src)
         return out
 
+    def _sa_neighbors(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """SA neighbours of ``rows`` (ascending per row) as ``(ptr, rows)``, from chunks and positions.
+
+        The same pairs as :func:`sa_edges`: rows at most ``window`` apart in the
+        table, from one chunk, at most ``window`` apart in position.
+        """
+        window = int(self.params.get("window", 3))
+        table, n = self.sentences, len(self)
+        src = np.asarray(rows, dtype=np.int64)[:, None]
+        offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
+        cand = src + offsets[None, :]
+        inside = (cand >= 0) & (cand < n)
+        safe = np.where(inside, cand, src)
+        chunks, positions = table.chunk_rows, table.positions
+        linked = (
+            inside
+            & (chunks[safe] == chunks[src])
+            & (np.abs(positions[safe].astype(np.int64) - positions[src]) <= window)
+        )
+        ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        np.cumsum(linked.sum(axis=1), out=ptr[1:])
+        return ptr, cand[linked]
+
     def shared_entities(self, a: int, b: int) -> list[str]:
         """Key entities two rows share (the labels of their EC edge)."""
-        other = set(self.key_entities[b])
-        return [e for e in self.key_entities[a] if e in other]
+        other = set(self.key_row(b).tolist())
+        names = self.sentences.entity_names
+        return [names[e] for e in self.key_row(a).tolist() if e in other]
 
 
-def _group_codes(records: Sequence[SentenceRecord]) -> list[int]:
-    codes: dict[str, int] = {}
-    return [codes.setdefault(r.chunk_id, len(codes)) for r in records]
+#: Edges whose cosines are computed at a time when ``SentenceGraph.ss`` is read.
+_DOT_BLOCK = 65536
+
+
+def _gather_rows(
+    ptr: np.ndarray, cols: np.ndarray, rows: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``rows`` of a CSR pattern, as a new ``(ptr, cols)``."""
+    rows = np.asarray(rows, dtype=np.int64)
+    starts = ptr[rows]
+    counts = ptr[rows + 1] - starts
+    out = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out, cols[spans(starts, counts)]
+
+
+def _columns_in_key_order(key_ids: np.ndarray, key_columns: np.ndarray) -> np.ndarray:
+    """Each key entity's ``key_matrix`` column, in :func:`key_entity_rows`' order."""
+    if not len(key_ids):
+        return np.zeros(0, dtype=np.int32)
+    column_of = np.empty(int(key_columns.max()) + 1, dtype=np.int32)
+    column_of[key_columns] = np.arange(len(key_columns), dtype=np.int32)
+    return column_of[key_ids]
+
+
+def _table_of(records: Sequence[SentenceRecord]) -> SentenceTable:
+    return SentenceTable.from_rows((r.text, r.chunk_id, r.position, r.entities) for r in records)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
+import numpy as np
 import pytest
 from llama_index.core.schema import Document
 
@@ -138,3 +140,40 @@ def test_registered_in_the_runner():
     assert spec.tier == "llm-free" and captured == {"drop": "ss"}
     assert REGISTRY.resolve("chainrag-retriever")[1] == {}
     assert REGISTRY.resolve("chainrag")[0].tier == "llm"
+
+
+def _same_graph(a, b):
+    assert list(a.records) == list(b.records)
+    assert list(a.key_entities) == list(b.key_entities)
+    assert np.array_equal(a.vectors, b.vectors)
+    for name in ("key_matrix", "ss", "sa"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.shape == y.shape and (x != y).nnz == 0, name
+
+
+def test_parsing_in_batches_gives_the_one_batch_index(bow_embed, monkeypatch):
+    from llama_index_graphrag_ext.chainrag import index as index_module
+
+    build = lambda: SentenceGraphIndex.from_documents(  # noqa: E731
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()]
+    )
+    whole = build()
+    monkeypatch.setattr(index_module, "_PARSE_BATCH", 1)
+    _same_graph(build().sentence_graph, whole.sentence_graph)
+
+
+def test_delete_and_reload_give_the_fresh_index(index, bow_embed, tmp_path):
+    index.delete_ref_doc("bambi")
+    fresh = SentenceGraphIndex.from_documents(
+        DOCS[1:], embed_model=bow_embed, transformations=[PassageParser()]
+    )
+    _same_graph(index.sentence_graph, fresh.sentence_graph)
+    # entity numbering is compacted too: no name of a deleted sentence is left
+    names = set(index.sentence_graph.sentences.entity_names)
+    assert names == {e for r in fresh.sentence_graph.records for e in r.entities}
+    index.persist(tmp_path / "idx")
+    rows = json.loads((tmp_path / "idx" / "sentences.json").read_text())
+    first = fresh.sentence_graph.records[0]
+    assert rows[0] == [first.text, first.chunk_id, first.position, list(first.entities)]
+    loaded = SentenceGraphIndex.load(tmp_path / "idx", embed_model=bow_embed)
+    _same_graph(loaded.sentence_graph, fresh.sentence_graph)

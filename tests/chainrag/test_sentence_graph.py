@@ -10,10 +10,14 @@ from llama_index_graphrag_ext.chainrag.sentence_graph import (
     SentenceRecord,
     check_edge_kinds,
     entity_importance,
+    incidence,
     key_entities,
+    key_entity_rows,
+    key_incidence,
     sa_edges,
     ss_edges,
 )
+from llama_index_graphrag_ext.chainrag.sentences import SentenceTable
 
 
 def test_alpha_keeps_the_top_share_by_bm25_importance():
@@ -105,3 +109,61 @@ def test_graph_neighbors_label_edges_and_shared_entities():
     with pytest.raises(ValueError):
         check_edge_kinds(["XX"])
     assert check_edge_kinds(["sa", "EC"]) == ("EC", "SA")
+
+
+def _random_entity_lists(seed: int, n: int = 300, vocab: int = 60) -> list[list[str]]:
+    if seed < 0:  # hand-made: equal importance inside one row ("c", "d", "e"), cut between them
+        return [["e", "d", "c", "b", "a"]] + [["a", f"u{i}"] for i in range(6)] + [["b", "w"]] * 3
+    rng = np.random.default_rng(seed)
+    # a skewed vocabulary (frequent and rare entities, many ties), some empty rows
+    lists = []
+    for _ in range(n):
+        size = int(rng.integers(0, 7))
+        picks = rng.zipf(1.5, size=size) % vocab
+        lists.append(list(dict.fromkeys(f"e{int(p)}" for p in picks)))
+    return lists
+
+
+@pytest.mark.parametrize(
+    ("seed", "alpha"), [(-1, 0.6), (-1, 0.5), (0, 0.6), (1, 0.6), (2, 0.3), (3, 1.0)]
+)
+def test_array_key_entities_match_the_list_version(seed, alpha):
+    lists = _random_entity_lists(seed)
+    table = SentenceTable.from_rows((f"s{i}", f"c{i // 4}", i % 4, e) for i, e in enumerate(lists))
+    expected = key_entities(lists, alpha)
+    key_ptr, key_ids = key_entity_rows(table, alpha)
+    names = table.entity_names
+    got = [
+        tuple(names[e] for e in key_ids[key_ptr[i] : key_ptr[i + 1]].tolist())
+        for i in range(len(lists))
+    ]
+    assert got == expected
+    # the key matrix is the list-based one, column numbering and dtypes included
+    vocab, kmat = incidence(expected)
+    columns, mat = key_incidence(key_ptr, key_ids)
+    assert [names[e] for e in columns.tolist()] == list(vocab)
+    for part in ("data", "indices", "indptr"):
+        a, b = getattr(mat, part), getattr(kmat, part)
+        assert a.dtype == b.dtype and np.array_equal(a, b), part
+    # and so is the graph's view of them
+    sg = SentenceGraph.build(table, np.eye(len(lists), 4, dtype=np.float32), alpha=alpha, m=0)
+    assert list(sg.key_entities) == expected and sg.entity_vocab == vocab
+
+
+def test_graph_from_records_equals_graph_from_table():
+    recs = _records()
+    vecs = np.eye(4, dtype=np.float32)
+    a = SentenceGraph.build(recs, vecs, alpha=0.6, m=2, window=3)
+    b = SentenceGraph.build(
+        SentenceTable.from_rows((r.text, r.chunk_id, r.position, r.entities) for r in recs),
+        vecs,
+        alpha=0.6,
+        m=2,
+        window=3,
+    )
+    assert list(a.records) == list(b.records) == recs
+    for name in ("key_matrix", "ss", "sa"):
+        assert (getattr(a, name) != getattr(b, name)).nnz == 0, name
+    assert a.text(2) == recs[2].text and a.chunk_id(3) == "c3"
+    empty = SentenceGraph.build([], np.zeros((0, 0), np.float32))
+    assert len(empty) == 0 and list(empty.key_entities) == [] and empty.neighbors([]) == {}
