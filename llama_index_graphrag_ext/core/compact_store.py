@@ -48,16 +48,14 @@ COMPRESS_FROM_BYTES = 48
 _RAW, _ZLIB, _ZDICT = b"j", b"z", b"d"
 
 
-def _preset_dictionary() -> bytes:
-    """The JSON boilerplate of LlamaIndex's stored values, for zlib's preset dictionary.
+def blank_chunk_node():
+    """A chunk node with every field empty, as the suite's parsers make them.
 
-    Built from LlamaIndex's own serialisation of a blank chunk node (so it
-    follows the installed release), then the docstore's two small records
-    (``ref_doc_info`` and ``metadata``). zlib looks back at most 32 KB and
-    prefers recent matches, so the most frequent text goes last.
+    Its serialisation is the boilerplate every stored chunk repeats; the
+    compressors here and in FG-RAG's store take it as their preset dictionary,
+    built from LlamaIndex's own serialisation so it follows the installed release.
     """
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
-    from llama_index.core.storage.docstore.utils import doc_to_json
 
     node = TextNode(
         id_="",
@@ -69,6 +67,20 @@ def _preset_dictionary() -> bytes:
     node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(
         node_id="", node_type="4", metadata={"title": ""}, hash=""
     )
+    return node
+
+
+def _preset_dictionary() -> bytes:
+    """The JSON boilerplate of LlamaIndex's stored values, for zlib's preset dictionary.
+
+    Built from LlamaIndex's own serialisation of a blank chunk node (so it
+    follows the installed release), then the docstore's two small records
+    (``ref_doc_info`` and ``metadata``). zlib looks back at most 32 KB and
+    prefers recent matches, so the most frequent text goes last.
+    """
+    from llama_index.core.storage.docstore.utils import doc_to_json
+
+    node = blank_chunk_node()
     records = [
         {"node_ids": [""], "metadata": {"title": ""}},
         {"doc_hash": "", "ref_doc_id": ""},

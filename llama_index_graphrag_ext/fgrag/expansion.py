@@ -110,21 +110,86 @@ class _Ragged(Sequence):
         return [self._table[k] for k in ids if k >= 0]
 
 
-class ChunkMap(Mapping):
-    """Chunk id -> chunk node, each kept pickled and zlib-compressed until read.
+class StringColumn(Sequence):
+    """Read-only list of strings held as ids into a string table, decoded on access.
+
+    The snapshot's entity names and display names, read a few per query (the
+    entities a search visits), so no Python string is kept per entity.
+    """
+
+    def __init__(self, ids: np.ndarray, table: Sequence[str]) -> None:
+        self._ids, self._table = ids, table
+
+    def __len__(self) -> int:
+        return int(self._ids.shape[0])
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._table[int(k)] for k in self._ids[i]]
+        return self._table[int(self._ids[i])]
+
+    def __eq__(self, other: object) -> bool:  # compares like the list it stands for
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StringColumn({len(self)} strings)"
+
+
+class RowLookup(Mapping):
+    """Entity name -> row through the string table (the snapshot's ``index_of``).
+
+    Args:
+        names: The names in row order (for iteration).
+        find: ``str -> string id`` (-1 when absent).
+        row_of_sid: Row of each string id (-1: no entity has that name).
+    """
+
+    def __init__(
+        self, names: Sequence[str], find: Callable[[str], int], row_of_sid: np.ndarray
+    ) -> None:
+        self._names, self._find, self._row_of_sid = names, find, row_of_sid
+
+    def __getitem__(self, name: str) -> int:
+        sid = self._find(name) if isinstance(name, str) else -1
+        row = int(self._row_of_sid[sid]) if 0 <= sid < self._row_of_sid.shape[0] else -1
+        if row < 0:
+            raise KeyError(name)
+        return row
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[name]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class BlobChunks(Mapping):
+    """Chunk id -> chunk node, each kept as a compressed record until read.
 
     A retrieval reads only the chunks it returns (ten or so), so decoding on
     read costs little, while holding every chunk as a live ``TextNode`` (text,
     metadata, relationships as nested Python objects) cost several KB each.
+    Subclasses fill ``_blobs`` and say how a record decodes (``_decode``).
     """
 
-    def __init__(self, chunks: dict[str, BaseNode] | None = None) -> None:
-        self._blobs: dict[str, bytes] = {}
-        for chunk_id, node in (chunks or {}).items():
-            self._blobs[chunk_id] = zlib.compress(pickle.dumps(node, protocol=5), 6)
+    _blobs: dict[str, bytes]
+
+    def _decode(self, blob: bytes) -> BaseNode:
+        raise NotImplementedError
 
     def __getitem__(self, chunk_id: str) -> BaseNode:
-        return pickle.loads(zlib.decompress(self._blobs[chunk_id]))
+        return self._decode(self._blobs[chunk_id])
 
     def __contains__(self, chunk_id: object) -> bool:
         return chunk_id in self._blobs
@@ -134,6 +199,19 @@ class ChunkMap(Mapping):
 
     def __len__(self) -> int:
         return len(self._blobs)
+
+
+class ChunkMap(BlobChunks):
+    """Chunk nodes kept pickled and zlib-compressed until read (see :class:`BlobChunks`)."""
+
+    def __init__(self, chunks: dict[str, BaseNode] | None = None) -> None:
+        self._blobs = {
+            chunk_id: zlib.compress(pickle.dumps(node, protocol=5), 6)
+            for chunk_id, node in (chunks or {}).items()
+        }
+
+    def _decode(self, blob: bytes) -> BaseNode:
+        return pickle.loads(zlib.decompress(blob))
 
 
 class _Interner:
@@ -163,7 +241,7 @@ def _flatten(
     source list gets source id -1. The BFS stops a row at its first -1, exactly
     as ``zip(descriptions, sources)`` stopped at the shorter list before.
     """
-    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr = np.zeros(len(lists) + 1, dtype=np.int32)
     text_ids: list[int] = []
     src_ids: list[int] = []
     for row, (descs, srcs) in enumerate(zip(lists, sources, strict=True)):
@@ -206,14 +284,14 @@ class EntityGraph:
         rel_sources: Sequence[Sequence[str]],
         chunks: Mapping[str, BaseNode] | None = None,
     ) -> None:
-        self.names = list(names)
-        self.display_names = list(display_names)
+        self.names: Sequence[str] = list(names)
+        self.display_names: Sequence[str] = list(display_names)
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        self.rel_ends = np.asarray(rel_ends, dtype=np.int64).reshape(-1, 2)
+        self.rel_ends = np.asarray(rel_ends, dtype=np.int32).reshape(-1, 2)
         self.chunks: Mapping[str, BaseNode] = (
             chunks if isinstance(chunks, ChunkMap) else ChunkMap(dict(chunks or {}))
         )
-        self.index_of = {name: i for i, name in enumerate(self.names)}
+        self.index_of: Mapping[str, int] = {name: i for i, name in enumerate(self.names)}
         #: Top-k entity rows from an external vector store (set by the index that
         #: has one; ``None``: exact search over ``vectors``).
         self.searcher: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None
@@ -234,31 +312,82 @@ class EntityGraph:
             rel_descriptions, rel_sources, texts, chunk_ids
         )
         #: Unique description strings and source chunk ids, indexed by the arrays above.
-        self.texts: list[str] = texts.table
-        self.chunk_ids: list[str] = chunk_ids.table
+        self.texts: Sequence[str] = texts.table
+        self.chunk_ids: Sequence[str] = chunk_ids.table
         # Owner ids for the dedup keys. The old keys were (owner string, text);
         # a relation's owner string is "a -> b", shared by every label between
         # the same two entities, so owners are interned by that very string.
         owners = _Interner()
-        self.ent_owner = np.asarray([owners(nm) for nm in self.names], dtype=np.int64)
+        self.ent_owner = np.asarray([owners(nm) for nm in self.names], dtype=np.int32)
         self.rel_owner = np.asarray(
-            [owners(self._rel_owner_name(r)) for r in range(m)], dtype=np.int64
+            [owners(self._rel_owner_name(r)) for r in range(m)], dtype=np.int32
         )
         self._key_base = max(len(self.texts), 1)
+        self._build_adjacency()
 
-        # CSR adjacency: for entity i, relation ids adj_rel[indptr[i]:indptr[i+1]]
-        # and the entity at their other end adj_nbr[...] (relations are undirected).
+    @classmethod
+    def from_arrays(
+        cls,
+        *,
+        names: Sequence[str],
+        display_names: Sequence[str],
+        index_of: Mapping[str, int],
+        vectors: np.ndarray,
+        rel_ends: np.ndarray,
+        ent_ptr: np.ndarray,
+        ent_text: np.ndarray,
+        ent_src: np.ndarray,
+        rel_ptr: np.ndarray,
+        rel_text: np.ndarray,
+        rel_src: np.ndarray,
+        texts: Sequence[str],
+        ent_owner: np.ndarray,
+        rel_owner: np.ndarray,
+        chunks: Mapping[str, BaseNode],
+    ) -> EntityGraph:
+        """A snapshot from prepared flat arrays (the compact store's path).
+
+        Args are the attributes of the same names. ``texts`` serves as both
+        string tables (descriptions and chunk ids); ``ent_owner``/``rel_owner``
+        may be any ids under which two rows share an owner exactly when their
+        owner strings (entity name; ``"a -> b"``) are equal.
+        """
+        graph = cls.__new__(cls)
+        graph.names, graph.display_names, graph.index_of = names, display_names, index_of
+        graph.vectors = vectors
+        graph.rel_ends = np.asarray(rel_ends, dtype=np.int32).reshape(-1, 2)
+        graph.chunks = chunks
+        graph.searcher = None
+        graph.ent_ptr, graph.ent_text, graph.ent_src = ent_ptr, ent_text, ent_src
+        graph.rel_ptr, graph.rel_text, graph.rel_src = rel_ptr, rel_text, rel_src
+        graph.texts = graph.chunk_ids = texts
+        graph.ent_owner, graph.rel_owner = ent_owner, rel_owner
+        graph._key_base = max(len(texts), 1)
+        n, m = len(names), graph.rel_ends.shape[0]
+        if vectors.shape[0] != n or ent_ptr.shape[0] != n + 1 or rel_ptr.shape[0] != m + 1:
+            raise ValueError("from_arrays: arrays disagree on the numbers of entities/relations")
+        graph._build_adjacency()
+        return graph
+
+    def _build_adjacency(self) -> None:
+        """CSR adjacency: for entity i, relation ids ``adj_rel[indptr[i]:indptr[i+1]]``
+        and the entity at their other end ``adj_nbr[...]`` (relations are undirected).
+
+        ``int32`` ids and offsets (as for all of the snapshot's arrays): half
+        the memory of ``int64``; the largest arrays hold two entries per relation.
+        """
+        n, m = len(self.names), self.rel_ends.shape[0]
         ends = self.rel_ends
-        rel_ids = np.arange(m, dtype=np.int64)
-        heads = np.concatenate([ends[:, 0], ends[:, 1]])
-        tails = np.concatenate([ends[:, 1], ends[:, 0]])
+        rel_ids = np.arange(m, dtype=np.int32)
+        heads = np.concatenate([ends[:, 0], ends[:, 1]]).astype(np.int32)
+        tails = np.concatenate([ends[:, 1], ends[:, 0]]).astype(np.int32)
         rels = np.concatenate([rel_ids, rel_ids])
         keep = heads != tails
         heads, tails, rels = heads[keep], tails[keep], rels[keep]
         order = np.lexsort((rels, heads))
         self.adj_nbr = tails[order]
         self.adj_rel = rels[order]
-        self.indptr = np.zeros(n + 1, dtype=np.int64)
+        self.indptr = np.zeros(n + 1, dtype=np.int32)
         np.add.at(self.indptr, heads + 1, 1)
         np.cumsum(self.indptr, out=self.indptr)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,17 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphStore
 from llama_index.core.graph_stores.types import (
-    KG_NODES_KEY,
-    KG_RELATIONS_KEY,
     ChunkNode,
     EntityNode,
-    LabelledNode,
     PropertyGraphStore,
     Relation,
 )
 from llama_index.core.indices.property_graph import PropertyGraphIndex
-from llama_index.core.ingestion.pipeline import arun_transformations
+from llama_index.core.ingestion.pipeline import run_transformations
 from llama_index.core.llms import LLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, Document, TransformComponent
+from llama_index.core.settings import Settings
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
@@ -52,36 +50,34 @@ from ..core.llm import run_sync
 from ..core.nodes import prepare_documents
 from ..core.persist import atomic_dir, read_manifest, write_manifest
 from ..core.vectors import StoreTables
-from .expansion import ChunkMap, EntityGraph
+from .expansion import EntityGraph
 from .extract import (
-    BUILT_BY,
     DESCRIPTIONS,
     DISPLAY_NAME,
     SOURCES,
+    CooccurrenceExtractor,
     default_extractor,
 )
-from .store import CompactPropertyGraphStore
+from .merge import GraphMerge, MergedGraph
+from .snapshot import _all_relations, build_snapshot, entity_text
+from .store import CompactPropertyGraphStore, unit_rows
 
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 KIND = "fgrag"
-#: Characters of an entity's name + descriptions that are embedded (MiniLM reads ~256 tokens).
-EMBED_CHARS = 2000
+#: Manifest value of ``entity_vectors``: the persisted entity vectors are unit rows.
+UNIT_ROWS = "unit-rows"
+#: Chunks (and documents) per extraction batch: the working set of a build
+#: is one batch's nodes and KG objects, not the corpus's (see ``_build_from_documents``).
+EXTRACT_BATCH = 256
+#: Merged entities or relations per store upsert (bounds the objects made for one call).
+WRITE_BATCH = 4096
 
 
 def default_chunker() -> SentenceSplitter:
     """The paper's chunking: 1200 tokens with 100 overlap [P §6.1]."""
     return SentenceSplitter(chunk_size=1200, chunk_overlap=100)
-
-
-def entity_text(name: str, descriptions: Sequence[str]) -> str:
-    """What is embedded for an entity: its name, then its descriptions.
-
-    The authors embed the descriptions alone; the name is prepended here so a
-    short query entity ("honey") matches its own node first.
-    """
-    return (f"{name}: " + " ".join(descriptions))[:EMBED_CHARS]
 
 
 def _merge_lists(
@@ -207,15 +203,24 @@ class FGRAGIndex(PropertyGraphIndex):
         raise ``DuplicateDocumentError``.
         """
         kept, report = prepare_documents(documents)
-        index = super().from_documents(  # type: ignore[return-value]
-            kept,
-            # Chunk nodes as compressed JSON (core/compact_store.py), like every index here.
-            storage_context=storage_context or compact_storage_context(),
-            show_progress=show_progress,
-            callback_manager=callback_manager,
-            transformations=transformations or [default_chunker()],
-            **kwargs,
-        )
+        # Chunk nodes as compressed JSON (core/compact_store.py), like every index here.
+        storage_context = storage_context or compact_storage_context()
+        callback_manager = callback_manager or Settings.callback_manager
+        transformations = transformations or [default_chunker()]
+        # LlamaIndex's from_documents, with the chunking streamed into the build
+        # (see _build_from_documents); transformations still get the kwargs.
+        with callback_manager.as_trace("index_construction"):
+            for doc in kept:
+                storage_context.docstore.set_document_hash(doc.id_, doc.hash)
+            index = cls(
+                nodes=[],
+                storage_context=storage_context,
+                callback_manager=callback_manager,
+                show_progress=show_progress,
+                transformations=transformations,
+                **kwargs,
+            )
+            index._build_from_documents(kept, transformations, **kwargs)
         index.input_report = report
         return index
 
@@ -234,129 +239,227 @@ class FGRAGIndex(PropertyGraphIndex):
         nodes = list(nodes)
         if not nodes:
             return nodes
-        nodes = run_sync(
-            lambda: arun_transformations(
-                nodes, self._kg_extractors, show_progress=self._show_progress
-            )
-        )
-        entities: dict[str, EntityNode] = {}
-        relations: dict[tuple[str, str, str], Relation] = {}
-        others: list[LabelledNode] = []
-        no_entity: list[str] = []
-        for node in nodes:
-            kg_nodes = node.metadata.pop(KG_NODES_KEY, None) or []
-            kg_rels = node.metadata.pop(KG_RELATIONS_KEY, None) or []
-            if not any(isinstance(kg, EntityNode) for kg in kg_nodes):
-                no_entity.append(node.node_id)
-            for kg in kg_nodes:
-                if not isinstance(kg, EntityNode):
-                    others.append(kg)
-                    continue
-                descs = list(kg.properties.get(DESCRIPTIONS) or [])
-                srcs = [node.node_id] * len(descs)
-                merged = entities.get(kg.id)
-                if merged is None:
-                    props = {
-                        k: v for k, v in kg.properties.items() if k not in (DESCRIPTIONS, SOURCES)
-                    }
-                    merged = EntityNode(name=kg.name, label=kg.label, properties=props)
-                    entities[kg.id] = merged
-                _merge_lists(merged.properties, descs, srcs, self._max_descriptions)
-            for rel in kg_rels:
-                key = (rel.source_id, rel.label, rel.target_id)
-                descs = list(rel.properties.get(DESCRIPTIONS) or [])
-                merged_rel = relations.get(key)
-                if merged_rel is None:
-                    props = {
-                        k: v for k, v in rel.properties.items() if k not in (DESCRIPTIONS, SOURCES)
-                    }
-                    merged_rel = Relation(
-                        label=rel.label,
-                        source_id=rel.source_id,
-                        target_id=rel.target_id,
-                        properties=props,
-                    )
-                    relations[key] = merged_rel
-                _merge_lists(
-                    merged_rel.properties,
-                    descs,
-                    [node.node_id] * len(descs),
-                    self._max_descriptions,
-                )
-        if no_entity:
+        merge = GraphMerge(self._max_descriptions)
+        run_sync(lambda: self._aextract(_batches(nodes, EXTRACT_BATCH), merge))
+        self._write(merge, lambda: _batches(nodes, EXTRACT_BATCH))
+        return nodes
+
+    def _build_from_documents(
+        self,
+        documents: Sequence[Document],
+        transformations: list[TransformComponent],
+        **kwargs: Any,
+    ) -> None:
+        """Chunk, add to the docstore and extract a batch of documents at a time.
+
+        Only the ids of the chunks are kept across batches; their nodes are
+        read back from the docstore when the graph is written. Chunking every
+        document first (LlamaIndex's ``from_documents``) kept all chunk nodes,
+        and extracting all chunks at once kept every chunk's ``EntityNode`` and
+        ``Relation`` objects, alive together; the long-lived objects made
+        among them then kept their memory resident after the build.
+        """
+        merge = GraphMerge(self._max_descriptions)
+        chunk_ids: list[str] = []
+
+        def chunk_batches() -> Iterator[list[BaseNode]]:
+            for batch in _batches(documents, EXTRACT_BATCH):
+                nodes = run_transformations(batch, transformations, **kwargs)
+                self.docstore.add_documents(nodes, allow_update=True)
+                chunk_ids.extend(node.node_id for node in nodes)
+                yield from _batches(nodes, EXTRACT_BATCH)
+
+        run_sync(lambda: self._aextract(chunk_batches(), merge))
+
+        def stored_chunks() -> Iterator[list[BaseNode]]:
+            for ids in _batches(chunk_ids, EXTRACT_BATCH):
+                nodes = self.docstore.get_nodes(ids)
+                # The docstore's own id strings (equal values) become the graph
+                # store's keys: one string per chunk instead of two, and none
+                # made among the decoding's temporaries.
+                for node, node_id in zip(nodes, ids, strict=True):
+                    node.id_ = node_id
+                yield nodes
+
+        self._write(merge, stored_chunks)
+
+    async def _aextract(self, batches: Iterable[list[BaseNode]], merge: GraphMerge) -> None:
+        """Run the extractors batch after batch and log each batch's graph in ``merge``.
+
+        As LlamaIndex's ``arun_transformations`` does, but the co-occurrence
+        extractor (spaCy: CPU only, no I/O to overlap) runs in this thread
+        rather than in a worker thread. What spaCy's libraries allocate on a
+        worker thread lands in that thread's malloc arena, whose free top glibc
+        does not give back: at 4,000 chunks extraction kept 50 MB resident
+        that way, 18 MB in this thread (and a new worker per batch, 48 MB more).
+        All batches run in one event loop, so LLM extractors keep their
+        concurrency within a batch.
+        """
+        for batch in batches:
+            for extractor in self._kg_extractors:
+                if isinstance(extractor, CooccurrenceExtractor):
+                    batch = extractor(batch)
+                else:
+                    batch = await extractor.acall(batch)
+            for node in batch:
+                merge.add(node)
+            merge.end_batch()
+
+    def _write(
+        self, merge: GraphMerge, chunk_batches: Callable[[], Iterable[Sequence[BaseNode]]]
+    ) -> None:
+        """Write the chunks and the merged graph to the store (and entity vectors to the vector store)."""
+        merged = merge.finish()
+        if merge.no_entity:
             # Retrieval reaches chunks only through entities: say which ones it cannot reach.
             logger.warning(
                 "FG-RAG index: %d of %d chunk(s) gave no entity and no query can reach them "
                 "(text the extractor cannot read, e.g. a language its NER model lacks): %s",
-                len(no_entity),
-                len(nodes),
-                no_entity[:5],
+                merge.no_entity,
+                merge.chunks,
+                merge.no_entity_sample,
             )
         store = self.property_graph_store
         with self._snapshot_lock:
-            self._merge_with_store(store, entities, relations)
-            self._embed_entities(list(entities.values()))
-            self._store_entities(list(entities.values()))
-            store.upsert_llama_nodes(nodes)
-            if others:
-                store.upsert_nodes(others)
-            if entities:
-                store.upsert_nodes(list(entities.values()))
-            if relations:
-                store.upsert_relations(list(relations.values()))
+            entity_folds, relation_folds = self._existing(store, merged)
+            vectors = self._embed_merged(merged, entity_folds)
+            keys = [merged.entity_key(g) for g in range(len(merged.entities))]
+            if self._store_tables is not None and keys:
+                self._store_tables.table("entities").add(keys, vectors)
+            for batch in chunk_batches():
+                store.upsert_llama_nodes(list(batch))
+            if merge.others:
+                store.upsert_nodes(merge.others)
+            self._write_entities(store, merged, entity_folds, vectors)
+            self._write_relations(store, merged, relation_folds)
             self._snapshot = None
         logger.info(
             "FG-RAG index: %d chunk(s) -> %d entity and %d relation upsert(s) (%s)",
-            len(nodes),
-            len(entities),
-            len(relations),
+            merge.chunks,
+            len(merged.entities),
+            len(merged.relations),
             ", ".join(self._extractors_used),
         )
-        return nodes
 
-    def _merge_with_store(
-        self,
-        store: PropertyGraphStore,
-        entities: dict[str, EntityNode],
-        relations: dict[tuple[str, str, str], Relation],
-    ) -> None:
-        """Fold in what the store already holds for these entities and relations (Eq. 2)."""
-        if not entities:
-            return
-        existing = [n for n in store.get(ids=list(entities)) if isinstance(n, EntityNode)]
+    def _existing(
+        self, store: PropertyGraphStore, merged: MergedGraph
+    ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str, str], dict[str, Any]]]:
+        """What the store already holds for the merged entities and relations (Eq. 2 across inserts).
+
+        Returns the properties to write instead of the merged ones, for the
+        entities and relations the store has: the stored descriptions first,
+        then the new ones, up to the cap.
+        """
+        keys = [merged.entity_key(g) for g in range(len(merged.entities))]
+        if not keys:
+            return {}, {}
+        existing = [n for n in store.get(ids=keys) if isinstance(n, EntityNode)]
+        if not existing:
+            return {}, {}
+        position = {key: g for g, key in enumerate(keys)}
+        entity_folds = {}
         for old in existing:
-            new = entities[old.id]
+            new = merged.entity_record(position[old.id])[3]
             props = {
                 **old.properties,
-                **{k: v for k, v in new.properties.items() if k not in (DESCRIPTIONS, SOURCES)},
+                **{k: v for k, v in new.items() if k not in (DESCRIPTIONS, SOURCES)},
             }
             props[DESCRIPTIONS] = list(old.properties.get(DESCRIPTIONS) or [])
             props[SOURCES] = list(old.properties.get(SOURCES) or [])
-            _merge_lists(
-                props,
-                new.properties.get(DESCRIPTIONS, []),
-                new.properties.get(SOURCES, []),
-                self._max_descriptions,
-            )
-            new.properties = props
-        if not existing or not relations:
-            return
-        old_ids = [n.id for n in existing]
-        for _, rel, _ in store.get_triplets(entity_names=old_ids):
-            key = (rel.source_id, rel.label, rel.target_id)
-            new_rel = relations.get(key)
-            if new_rel is None:
+            _merge_lists(props, new[DESCRIPTIONS], new[SOURCES], self._max_descriptions)
+            entity_folds[old.id] = props
+        stored_relations = {
+            (rel.source_id, rel.label, rel.target_id): rel.properties
+            for _, rel, _ in store.get_triplets(entity_names=[n.id for n in existing])
+        }
+        relation_folds = {}
+        for g in range(len(merged.relations)):
+            label, source, target, new = merged.relation_record(g)
+            old_props = stored_relations.get((source, label, target))
+            if old_props is None:
                 continue
-            props = {**rel.properties}
-            props[DESCRIPTIONS] = list(rel.properties.get(DESCRIPTIONS) or [])
-            props[SOURCES] = list(rel.properties.get(SOURCES) or [])
-            _merge_lists(
-                props,
-                new_rel.properties.get(DESCRIPTIONS, []),
-                new_rel.properties.get(SOURCES, []),
-                self._max_descriptions,
-            )
-            new_rel.properties = props
+            props = {**old_props}
+            props[DESCRIPTIONS] = list(old_props.get(DESCRIPTIONS) or [])
+            props[SOURCES] = list(old_props.get(SOURCES) or [])
+            _merge_lists(props, new[DESCRIPTIONS], new[SOURCES], self._max_descriptions)
+            relation_folds[(source, label, target)] = props
+        return entity_folds, relation_folds
+
+    def _embed_merged(self, merged: MergedGraph, folds: dict[str, dict[str, Any]]) -> np.ndarray:
+        """Entity vectors of the merged entities (one ``embed_texts`` call, as before)."""
+
+        def text(g: int) -> str:
+            props = folds.get(merged.entity_key(g))
+            if props is None:
+                return entity_text(*merged.entity_display(g))
+            name = merged.entity_record(g)[1]
+            return entity_text(props.get(DISPLAY_NAME) or name, props.get(DESCRIPTIONS, []))
+
+        return embed_texts(
+            self._fg_embed_model,
+            _LazyTexts(len(merged.entities), text),
+            show_progress=self._show_progress,
+            desc="Entity vectors",
+        )
+
+    def _write_entities(
+        self,
+        store: PropertyGraphStore,
+        merged: MergedGraph,
+        folds: dict[str, dict[str, Any]],
+        vectors: np.ndarray,
+    ) -> None:
+        """Upsert the merged entities a slice at a time, with their vectors.
+
+        The compact store takes plain records and unit rows (what the snapshot
+        reads, see ``EntityVectors``); any other store gets ``EntityNode``
+        objects carrying the embedder's vectors as lists.
+        """
+        compact = isinstance(store, CompactPropertyGraphStore)
+        total = len(merged.entities)
+        if compact:
+            store.vectors.reserve(total)
+        for start in range(0, total, WRITE_BATCH):
+            stop = min(start + WRITE_BATCH, total)
+            records = []
+            for key, name, label, props in merged.records("entity", start, stop):
+                records.append((key, name, label, folds.get(key, props)))
+            if compact:
+                store.upsert_entity_records(records)
+                store.put_unit_vectors([r[0] for r in records], unit_rows(vectors[start:stop]))
+                continue
+            nodes = []
+            for (_, name, label, props), vector in zip(records, vectors[start:stop], strict=True):
+                node = EntityNode(name=name, label=label, properties=props)
+                node.embedding = vector.tolist()
+                nodes.append(node)
+            store.upsert_nodes(nodes)
+
+    def _write_relations(
+        self,
+        store: PropertyGraphStore,
+        merged: MergedGraph,
+        folds: dict[tuple[str, str, str], dict[str, Any]],
+    ) -> None:
+        """Upsert the merged relations a slice at a time."""
+        compact = isinstance(store, CompactPropertyGraphStore)
+        total = len(merged.relations)
+        for start in range(0, total, WRITE_BATCH):
+            records = [
+                (label, source, target, folds.get((source, label, target), props))
+                for label, source, target, props in merged.records(
+                    "relation", start, min(start + WRITE_BATCH, total)
+                )
+            ]
+            if compact:
+                store.upsert_relation_records(records)
+            else:
+                store.upsert_relations(
+                    [
+                        Relation(label=label, source_id=source, target_id=target, properties=props)
+                        for label, source, target, props in records
+                    ]
+                )
 
     def _embed_entities(self, entities: Sequence[EntityNode]) -> None:
         if not entities:
@@ -479,6 +582,13 @@ class FGRAGIndex(PropertyGraphIndex):
         extra = {}
         if self._store_tables is not None:
             extra["vector_store"] = self._store_tables.describe()
+        store = self.property_graph_store
+        if isinstance(store, CompactPropertyGraphStore):
+            # The stored vectors are written as the unit rows the snapshot reads,
+            # and the manifest says so: a load then takes them as they are (scaling
+            # them again would move the last bit of some; see EntityVectors).
+            store.scale_vectors_to_unit()
+            extra["entity_vectors"] = UNIT_ROWS
         with self._snapshot_lock, atomic_dir(persist_dir) as tmp:
             self.storage_context.persist(persist_dir=str(tmp))
             write_manifest(
@@ -523,6 +633,10 @@ class FGRAGIndex(PropertyGraphIndex):
             # The persisted JSON is the stock layout; hold it compactly again.
             store = CompactPropertyGraphStore(store.graph)
             storage_context.property_graph_store = store
+            if manifest.get("entity_vectors") == UNIT_ROWS:
+                store.vectors.mark_unit()
+            # (Folders written before this field hold the embedder's rows; the
+            # first snapshot scales them, exactly as snapshots always did.)
         kwargs.setdefault("max_descriptions_per_entity", manifest["max_descriptions_per_entity"])
         recorded = manifest.get("vector_store") or {}
         if vector_store is not None:
@@ -574,160 +688,29 @@ def _drop_sources(props: dict[str, Any], chunk_ids: set[str]) -> bool:
     return True
 
 
-def _all_relations(store: PropertyGraphStore, entity_ids: Sequence[str]) -> list[Relation]:
-    """Every relation of the store (fast path for the in-memory store)."""
-    if isinstance(store, SimplePropertyGraphStore):
-        return list(store.graph.get_all_relations())
-    if not entity_ids:
-        return []
-    seen: dict[tuple[str, str, str], Relation] = {}
-    for _, rel, _ in store.get_triplets(entity_names=list(entity_ids)):
-        seen.setdefault((rel.source_id, rel.label, rel.target_id), rel)
-    return list(seen.values())
+def _batches(items: Sequence[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
 
 
-def build_snapshot(store: PropertyGraphStore, embed_model: BaseEmbedding) -> EntityGraph:
-    """Read a property graph store into an [`EntityGraph`][llama_index_graphrag_ext.fgrag.expansion.EntityGraph].
+class _LazyTexts(Sequence):
+    """``text(i)`` for ``i < n``, made when read: ``embed_texts`` reads each text twice
+    (its length, then its batch), and the texts of all entities at once were
+    another copy of every description."""
 
-    Entities without a stored vector (a store filled by another extractor, or
-    one that does not return vectors) are embedded here. Entities without
-    descriptions get their name as their one description, so graphs built by
-    LlamaIndex's own extractors work too.
-    """
-    if isinstance(store, CompactPropertyGraphStore):
-        return _snapshot_from_compact(store, embed_model)
-    entities: list[EntityNode] = []
-    chunks: dict[str, BaseNode] = {}
-    for node in store.get():
-        if isinstance(node, EntityNode):
-            entities.append(node)
-        elif isinstance(node, ChunkNode):
-            try:
-                chunk = metadata_dict_to_node(node.properties)
-                chunk.set_content(node.text)
-                chunks[node.id] = chunk
-            except Exception:  # a chunk stored without LlamaIndex metadata
-                logger.debug("chunk %s has no LlamaIndex metadata; skipped", node.id)
-    names = [e.id for e in entities]
-    displays = [e.properties.get(DISPLAY_NAME) or e.name for e in entities]
-    descs = [list(e.properties.get(DESCRIPTIONS) or [e.name]) for e in entities]
-    srcs = [list(e.properties.get(SOURCES) or []) for e in entities]
-    missing = [i for i, e in enumerate(entities) if not e.embedding]
-    vectors = np.zeros((len(entities), 0), dtype=np.float32)
-    if entities:
-        if missing:
-            logger.info("FG-RAG snapshot: embedding %d entity(ies) without vectors", len(missing))
-            fresh = embed_texts(embed_model, [entity_text(displays[i], descs[i]) for i in missing])
-            for row, i in enumerate(missing):
-                entities[i].embedding = fresh[row].tolist()
-        vectors = np.asarray([e.embedding for e in entities], dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.where(norms == 0, 1.0, norms)
-    index_of = {name: i for i, name in enumerate(names)}
-    ends, rel_descs, rel_srcs = [], [], []
-    for rel in _all_relations(store, names):
-        a, b = index_of.get(rel.source_id), index_of.get(rel.target_id)
-        texts = list(rel.properties.get(DESCRIPTIONS) or [])
-        if a is None or b is None or a == b:
-            continue
-        if not texts and BUILT_BY in rel.properties:
-            continue  # emptied by a deletion
-        ends.append((a, b))
-        rel_descs.append(texts or [f"{displays[a]} {rel.label} {displays[b]}"])
-        rel_srcs.append(list(rel.properties.get(SOURCES) or []))
-    return EntityGraph(
-        names,
-        displays,
-        descs,
-        srcs,
-        vectors,
-        np.asarray(ends, dtype=np.int64).reshape(-1, 2),
-        rel_descs,
-        rel_srcs,
-        chunks,
-    )
+    def __init__(self, n: int, text: Callable[[int], str]) -> None:
+        self._n, self._text = n, text
 
+    def __len__(self) -> int:
+        return self._n
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length, computed exactly as the general path does.
-
-    The vectors from ``embed_texts`` are unit length already, but dividing
-    again moves the last bit of some entries, and with near-tied scores that
-    changes rankings; so the snapshot keeps this copy rather than sharing the
-    store's matrix, to give the very same results on any store.
-    """
-    if vectors.size == 0:
-        return vectors
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
-
-
-def _snapshot_from_compact(
-    store: CompactPropertyGraphStore, embed_model: BaseEmbedding
-) -> EntityGraph:
-    """``build_snapshot`` for the compact store: its raw fields, no pydantic objects.
-
-    Same entities, relations, order and fallbacks as the general path; the
-    entity matrix is the store's own where every entity has a vector.
-    """
-    keys, names, displays, descs, srcs = [], [], [], [], []
-    for key, fields in store.raw_entities():
-        props = fields.get("properties") or {}
-        keys.append(key)
-        # EntityNode.id, as the general path uses; it differs from the store key
-        # for the bare end nodes LlamaIndex adds for names with a '"'.
-        names.append(fields["name"].replace('"', " "))
-        displays.append(props.get(DISPLAY_NAME) or fields["name"])
-        descs.append(list(props.get(DESCRIPTIONS) or [fields["name"]]))
-        srcs.append(list(props.get(SOURCES) or []))
-    chunks: dict[str, BaseNode] = {}
-    for key, fields in store.raw_chunks():
-        try:
-            chunk = metadata_dict_to_node(fields.get("properties") or {})
-            chunk.set_content(fields.get("text", ""))
-            chunks[key] = chunk
-        except Exception:  # a chunk stored without LlamaIndex metadata
-            logger.debug("chunk %s has no LlamaIndex metadata; skipped", key)
-    vectors = store.entity_matrix(keys) if keys else None
-    if vectors is None and keys:
-        missing = [i for i, key in enumerate(keys) if store.vectors.get(key) is None]
-        logger.info("FG-RAG snapshot: embedding %d entity(ies) without vectors", len(missing))
-        fresh = embed_texts(embed_model, [entity_text(displays[i], descs[i]) for i in missing])
-        fresh_rows = dict(zip(missing, fresh, strict=True))
-        vectors = np.asarray(
-            [
-                fresh_rows[i] if i in fresh_rows else store.vectors.get(k)
-                for i, k in enumerate(keys)
-            ],
-            dtype=np.float32,
-        )
-    if vectors is None:
-        vectors = np.zeros((0, 0), dtype=np.float32)
-    vectors = _unit_rows(np.asarray(vectors, dtype=np.float32))
-    index_of = {name: i for i, name in enumerate(names)}
-    ends, rel_descs, rel_srcs = [], [], []
-    for fields in store.raw_relations():
-        props = fields.get("properties") or {}
-        a, b = index_of.get(fields["source_id"]), index_of.get(fields["target_id"])
-        texts = list(props.get(DESCRIPTIONS) or [])
-        if a is None or b is None or a == b:
-            continue
-        if not texts and BUILT_BY in props:
-            continue  # emptied by a deletion
-        ends.append((a, b))
-        rel_descs.append(texts or [f"{displays[a]} {fields['label']} {displays[b]}"])
-        rel_srcs.append(list(props.get(SOURCES) or []))
-    return EntityGraph(
-        names,
-        displays,
-        descs,
-        srcs,
-        vectors,
-        np.asarray(ends, dtype=np.int64).reshape(-1, 2),
-        rel_descs,
-        rel_srcs,
-        ChunkMap(chunks),
-    )
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        i = int(i)
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._text(i)
 
 
 def describe_entity(graph: EntityGraph, name: str) -> dict[str, Any]:
