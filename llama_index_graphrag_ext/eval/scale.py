@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 import zlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -237,12 +238,51 @@ def fit_exponent(sizes: Sequence[float], values: Sequence[float]) -> dict[str, f
 # ---------------------------------------------------------------------- embeddings
 
 
+class _TextSample:
+    """An evenly spread sample of a stream of texts, in bounded memory.
+
+    Keeps every ``stride``-th text; past ``limit`` kept, drops every other one
+    and doubles the stride. Kept as UTF-8 in one buffer, not as references:
+    holding the build's own strings (all of them, as this harness once did)
+    kept them and the allocator arenas they sit in alive, and was counted as
+    index memory (docs/scaling.md, "Memory").
+    """
+
+    def __init__(self, limit: int = 128) -> None:
+        self.limit, self.stride, self.offered = limit, 1, 0
+        self._blob, self._ends = bytearray(), array("q")
+
+    def offer(self, texts: Sequence[str]) -> None:
+        for text in texts:
+            if self.offered % self.stride == 0:
+                self._blob += text.encode("utf-8", "surrogatepass")
+                self._ends.append(len(self._blob))
+                if len(self._ends) > self.limit:
+                    self._halve()
+            self.offered += 1
+
+    def _halve(self) -> None:
+        kept = self.texts()[::2]
+        self._blob, self._ends, self.stride = bytearray(), array("q"), self.stride * 2
+        for text in kept:
+            self._blob += text.encode("utf-8", "surrogatepass")
+            self._ends.append(len(self._blob))
+
+    def texts(self) -> list[str]:
+        starts = [0, *self._ends][: len(self._ends)]
+        return [
+            self._blob[a:b].decode("utf-8", "surrogatepass")
+            for a, b in zip(starts, self._ends, strict=True)
+        ]
+
+
 class MeteredEmbedding(BaseEmbedding):
     """Passes calls through to ``inner`` and counts texts and seconds.
 
     Args:
         inner: The embedder doing the work.
-        keep_texts: Remember the texts asked for (for the timing sample).
+        keep_texts: Remember an evenly spread sample of the texts asked for
+            (for the timing sample; see :attr:`seen`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -250,7 +290,7 @@ class MeteredEmbedding(BaseEmbedding):
     keep_texts: bool = Field(default=False, description="Remember the texts asked for.")
     _texts: int = PrivateAttr(default=0)
     _seconds: float = PrivateAttr(default=0.0)
-    _seen: list = PrivateAttr(default_factory=list)
+    _sample: _TextSample = PrivateAttr(default_factory=lambda: _TextSample())
 
     def __init__(self, inner: BaseEmbedding, **kw: Any) -> None:
         kw.setdefault("embed_batch_size", inner.embed_batch_size)
@@ -273,12 +313,12 @@ class MeteredEmbedding(BaseEmbedding):
 
     @property
     def seen(self) -> list[str]:
-        """The texts asked for (with ``keep_texts``)."""
-        return self._seen
+        """With ``keep_texts``: every ``s``-th text asked for, ``s`` a power of two (at most 128)."""
+        return self._sample.texts()
 
     def reset(self) -> None:
         """Zero the counters."""
-        self._texts, self._seconds, self._seen = 0, 0.0, []
+        self._texts, self._seconds, self._sample = 0, 0.0, _TextSample()
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         start = time.perf_counter()
@@ -286,7 +326,7 @@ class MeteredEmbedding(BaseEmbedding):
         self._seconds += time.perf_counter() - start
         self._texts += len(texts)
         if self.keep_texts:
-            self._seen.extend(texts)
+            self._sample.offer(texts)
         return vectors
 
     def _get_text_embedding(self, text: str) -> list[float]:

@@ -292,3 +292,21 @@ def test_numpy_store_ranks_like_simple_vector_store(bow_embed, musique_slice, tm
     filters = MetadataFilters(filters=[MetadataFilter(key="title", value="x")])
     with pytest.raises(ValueError, match="does not filter"):
         store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=3, filters=filters))
+
+
+def test_metered_embedding_keeps_a_bounded_even_sample_of_texts():
+    from llama_index_graphrag_ext.eval.scale import MeteredEmbedding, make_embedder
+
+    metered = MeteredEmbedding(make_embedder("hash:384"), keep_texts=True)
+    texts = [f"passage {i} über the river" for i in range(1000)]
+    for start in range(0, 1000, 37):  # batches of odd sizes, as builds send them
+        metered.get_text_embedding_batch(texts[start : start + 37])
+    seen = metered.seen
+    assert metered.texts == 1000
+    # Every 8th text: the smallest power-of-two stride that keeps at most 128.
+    assert seen == texts[::8] and len(seen) == 125
+    metered.reset()
+    assert metered.texts == 0 and metered.seen == []
+    off = MeteredEmbedding(make_embedder("hash:384"))
+    off.get_text_embedding_batch(texts[:10])
+    assert off.seen == []
