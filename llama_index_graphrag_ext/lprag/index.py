@@ -96,7 +96,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     * ``pseudo_max_words``: longest sentence window in a pseudo-query (20);
     * ``hidden``, ``layers``, ``lr``, ``weight_decay``, ``epochs``, ``negatives``,
       ``hard_negative_fraction``, ``val_fraction``, ``patience``, ``seed``,
-      ``threads``: training (see :class:`.TrainConfig`);
+      ``threads``, ``pair_batch``, ``links_per_epoch``: training (see
+      :class:`.TrainConfig`);
     * ``update_policy``: ``finetune``, ``retrain`` or ``none`` (module docs);
     * ``finetune_epochs``: epochs of a fine-tune after an insert (20);
     * ``llm_cache_path``: optional sqlite cache of LLM answers;
@@ -127,6 +128,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         patience: int = 4,
         seed: int = 0,
         threads: int = 2,
+        pair_batch: int = 32768,
+        links_per_epoch: int = 65536,
         update_policy: str = "finetune",
         finetune_epochs: int = 20,
         llm_cache_path: str | None = None,
@@ -177,6 +180,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             patience=patience,
             seed=seed,
             threads=threads,
+            pair_batch=pair_batch,
+            links_per_epoch=links_per_epoch,
         )
         self._chunks = InMemoryVectorTable()
         self._edges = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))

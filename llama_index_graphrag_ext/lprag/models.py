@@ -321,6 +321,16 @@ class TrainConfig:
         eval_every: Epochs between validations.
         seed: Seed for initialisation and sampling.
         threads: Torch CPU threads while training.
+        pair_batch: Most (query, chunk) pairs scored at once. An epoch with more
+            pairs sums its gradient over slices of this size before the one Adam
+            step, so the update stays the full-batch one while activation memory
+            stays bounded (about 4 KB per pair at the default sizes).
+        links_per_epoch: Most supervision links one epoch trains on. Larger sets
+            are sampled afresh, uniformly, every epoch (with their negatives), so
+            an epoch costs the same beyond this size: the loss is a Monte-Carlo
+            estimate already (negative sampling, §3.4), and the paper does not
+            say whether it trains full-batch or in mini-batches. Up to 16k chunks
+            of the scale corpus every link is used every epoch.
     """
 
     predictor: str = "ncn"
@@ -337,6 +347,8 @@ class TrainConfig:
     eval_every: int = 5
     seed: int = 0
     threads: int = 2
+    pair_batch: int = 32768
+    links_per_epoch: int = 65536
 
     def __post_init__(self) -> None:
         if self.predictor not in PREDICTORS:
@@ -349,6 +361,8 @@ class TrainConfig:
             "hard_pool",
             "eval_every",
             "threads",
+            "pair_batch",
+            "links_per_epoch",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -380,6 +394,8 @@ class TrainReport:
             their query's sampled negatives; None without validation.
         hits_k: The ``k`` of ``val_hits``.
         train_links: Supervision links trained on.
+        epoch_links: Links each epoch trained on (fewer than ``train_links`` when
+            they were sampled, see ``TrainConfig.links_per_epoch``).
         val_links: Links held out.
         queries: Query nodes in the graph.
         history: ``(epoch, loss, val_auc)`` per validation.
@@ -394,6 +410,7 @@ class TrainReport:
     val_hits: float | None = None
     hits_k: int = 10
     train_links: int = 0
+    epoch_links: int = 0
     val_links: int = 0
     queries: int = 0
     history: list[tuple[int, float | None, float | None]] = field(default_factory=list)
@@ -494,9 +511,15 @@ def pair_logits(
     query_neighbors: np.ndarray,
     pair_query: np.ndarray,
     pair_chunk: np.ndarray,
+    states: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Logits of (query, chunk) pairs, computed the way inference computes them."""
-    states = model.chunk_states(data_t["z_chunks"], graph)
+    """Logits of (query, chunk) pairs, computed the way inference computes them.
+
+    ``states`` are the model's chunk states (:meth:`LinkPredictor.chunk_states`),
+    computed here when not given.
+    """
+    if states is None:
+        states = model.chunk_states(data_t["z_chunks"], graph)
     uq = np.unique(pair_query)
     h_q = model.query_states(
         data_t["z_queries"][uq],
@@ -542,6 +565,93 @@ def _tensors(data: LinkGraph) -> dict[str, torch.Tensor]:
     }
 
 
+def _slices(total: int, size: int) -> Iterator[slice]:
+    return (slice(a, min(a + size, total)) for a in range(0, total, size))
+
+
+def _epoch_links(
+    queries: np.ndarray, chunks: np.ndarray, most: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The links one epoch trains on: all of them, or a fresh sample of ``most``."""
+    if len(queries) <= most:
+        return queries, chunks
+    pick = np.sort(rng.choice(len(queries), most, replace=False))
+    return queries[pick], chunks[pick]
+
+
+def _bce_step(
+    model: LinkPredictor,
+    data_t: dict[str, torch.Tensor],
+    graph: ChunkStructure,
+    query_neighbors: np.ndarray,
+    pair_query: np.ndarray,
+    pair_chunk: np.ndarray,
+    n_pos: int,
+    pair_batch: int,
+) -> float:
+    """Back-propagate one epoch's BCE loss (positives first, then negatives); return it.
+
+    The loss is the mean BCE of the positive pairs plus the mean BCE of the negative
+    ones. Up to ``pair_batch`` pairs it is one computation. Beyond, the pairs are
+    scored in slices and their gradients summed, which is the same gradient: the
+    per-pair activations (gathered states, decoder layers, NCN's common-neighbour
+    sums) are what grew with the corpus, about 4 KB per pair, and the full batch of
+    a 64k-chunk corpus (1.2M pairs) swung the process between 2.4 and 9.9 GB.
+    """
+    n_neg = len(pair_query) - n_pos
+    if len(pair_query) <= pair_batch:
+        logits = pair_logits(model, data_t, graph, query_neighbors, pair_query, pair_chunk)
+        loss = F.binary_cross_entropy_with_logits(
+            logits[:n_pos], torch.ones(n_pos)
+        ) + F.binary_cross_entropy_with_logits(logits[n_pos:], torch.zeros(n_neg))
+        loss.backward()
+        return float(loss.detach())
+    # The chunk encoder runs once per epoch, not once per slice: the slices see its
+    # states as leaves, collect their gradients, and one backward pass at the end
+    # carries the sum into the encoder's weights.
+    states = model.chunk_states(data_t["z_chunks"], graph)
+    leaves = [states[0]] + [h.detach().requires_grad_() for h in states[1:]]
+    total = 0.0
+    for part in _slices(len(pair_query), pair_batch):
+        logits = pair_logits(
+            model, data_t, graph, query_neighbors, pair_query[part], pair_chunk[part], leaves
+        )
+        positive = torch.from_numpy(np.arange(part.start, part.stop) < n_pos)
+        per_pair = F.binary_cross_entropy_with_logits(logits, positive.float(), reduction="none")
+        loss = torch.where(positive, per_pair / n_pos, per_pair / n_neg).sum()
+        loss.backward()
+        total += float(loss.detach())
+    reached = [
+        (h, leaf.grad)
+        for h, leaf in zip(states[1:], leaves[1:], strict=True)
+        if leaf.grad is not None
+    ]
+    if reached:
+        torch.autograd.backward([h for h, _ in reached], [g for _, g in reached])
+    return total
+
+
+@torch.no_grad()
+def _score_pairs(
+    model: LinkPredictor,
+    data_t: dict[str, torch.Tensor],
+    graph: ChunkStructure,
+    query_neighbors: np.ndarray,
+    pair_query: np.ndarray,
+    pair_chunk: np.ndarray,
+    pair_batch: int,
+) -> np.ndarray:
+    """Logits of many pairs, ``pair_batch`` at a time over one set of chunk states."""
+    states = model.chunk_states(data_t["z_chunks"], graph)
+    parts = [
+        pair_logits(
+            model, data_t, graph, query_neighbors, pair_query[p], pair_chunk[p], states
+        ).numpy()
+        for p in _slices(len(pair_query), pair_batch)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
 def train_link_predictor(
     data: LinkGraph,
     config: TrainConfig | None = None,
@@ -552,7 +662,8 @@ def train_link_predictor(
     """Train a predictor on the query-chunk links of ``data`` (§3.4, App. A.3).
 
     Loss: BCE over every supervision link and ``negatives`` sampled chunks per link,
-    the Monte-Carlo form of the paper's loss. Full-batch Adam; every ``eval_every``
+    the Monte-Carlo form of the paper's loss. Full-batch Adam (the gradient summed
+    over slices of ``pair_batch`` pairs on large graphs); every ``eval_every``
     epochs the held-out queries' links are scored against sampled negatives and the
     best weights by validation AUC are kept (early stopping after ``patience``
     evaluations without gain).
@@ -589,6 +700,7 @@ def train_link_predictor(
         tq, tc = data.pos_query[~is_val], data.pos_chunk[~is_val]
         vq, vc = data.pos_query[is_val], data.pos_chunk[is_val]
         report.train_links, report.val_links = len(tq), len(vq)
+        report.epoch_links = min(len(tq), config.links_per_epoch)
         sampler = _Sampler(data, config.hard_pool, rng)
         val_neg_q = val_neg_c = None
         if len(vq):
@@ -601,31 +713,46 @@ def train_link_predictor(
         best_auc, best_state, stale = -1.0, None, 0
         if val_neg_q is not None:  # epoch 0: the untrained (encoder-similarity) predictor
             auc, hits = _validate(
-                model, data_t, graph, data, vq, vc, val_neg_q, val_neg_c, report.hits_k
+                model,
+                data_t,
+                graph,
+                data,
+                vq,
+                vc,
+                val_neg_q,
+                val_neg_c,
+                report.hits_k,
+                config.pair_batch,
             )
             report.history.append((0, None, round(auc, 5)))
             best_auc, report.val_auc, report.val_hits = auc, auc, hits
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         for epoch in range(1, config.epochs + 1):
             model.train()
-            neg_q = np.repeat(tq, config.negatives)
+            eq, ec = _epoch_links(tq, tc, config.links_per_epoch, rng)
+            neg_q = np.repeat(eq, config.negatives)
             neg_c = sampler.sample(neg_q, config.hard_negative_fraction)
-            pq = np.concatenate([tq, neg_q])
-            pc = np.concatenate([tc, neg_c])
-            logits = pair_logits(model, data_t, graph, data.query_neighbors, pq, pc)
-            n_pos = len(tq)
-            loss = F.binary_cross_entropy_with_logits(
-                logits[:n_pos], torch.ones(n_pos)
-            ) + F.binary_cross_entropy_with_logits(logits[n_pos:], torch.zeros(len(neg_q)))
+            pq = np.concatenate([eq, neg_q])
+            pc = np.concatenate([ec, neg_c])
             optim.zero_grad()
-            loss.backward()
+            report.final_loss = _bce_step(
+                model, data_t, graph, data.query_neighbors, pq, pc, len(eq), config.pair_batch
+            )
             optim.step()
-            report.final_loss = float(loss.detach())
             report.epochs_run = epoch
             if val_neg_q is None or (epoch % config.eval_every and epoch != config.epochs):
                 continue
             auc, hits = _validate(
-                model, data_t, graph, data, vq, vc, val_neg_q, val_neg_c, report.hits_k
+                model,
+                data_t,
+                graph,
+                data,
+                vq,
+                vc,
+                val_neg_q,
+                val_neg_c,
+                report.hits_k,
+                config.pair_batch,
             )
             report.history.append((epoch, round(report.final_loss, 5), round(auc, 5)))
             if show_progress:
@@ -660,10 +787,10 @@ def train_link_predictor(
 
 
 @torch.no_grad()
-def _validate(model, data_t, graph, data, vq, vc, nq, nc, k) -> tuple[float, float]:
+def _validate(model, data_t, graph, data, vq, vc, nq, nc, k, batch) -> tuple[float, float]:
     model.eval()
-    pos = pair_logits(model, data_t, graph, data.query_neighbors, vq, vc).numpy()
-    neg = pair_logits(model, data_t, graph, data.query_neighbors, nq, nc).numpy()
+    pos = _score_pairs(model, data_t, graph, data.query_neighbors, vq, vc, batch)
+    neg = _score_pairs(model, data_t, graph, data.query_neighbors, nq, nc, batch)
     auc = _auc(pos, neg)
     # Hits@k per query: how many of its own negatives beat each positive.
     order = np.argsort(nq, kind="stable")
