@@ -344,6 +344,8 @@ class FGRAGIndex(PropertyGraphIndex):
                 store.upsert_nodes(merge.others)
             self._write_entities(store, merged, entity_folds, vectors)
             self._write_relations(store, merged, relation_folds)
+            if isinstance(store, CompactPropertyGraphStore):
+                store.fit()
             self._snapshot = None
         logger.info(
             "FG-RAG index: %d chunk(s) -> %d entity and %d relation upsert(s) (%s)",

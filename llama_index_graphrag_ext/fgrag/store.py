@@ -975,6 +975,29 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 _pair_keys(rel.source.view, rel.target.view), np.arange(len(rel), dtype=np.int32)
             )
 
+    def fit(self) -> None:
+        """Drop the spare capacity of every column after a bulk write.
+
+        Columns grow by doubling, so up to half of each is spare; in the
+        allocator's heap (where a buffer smaller than glibc's mmap threshold
+        goes, and that threshold rises to 32 MB once large arrays have been
+        freed) reused spare pages stay resident. The entity matrix is left as
+        it is: a snapshot may share it, and its spare rows were never touched.
+        """
+        with self._lock:
+            self._settle()
+            self.strings.fit()
+            self._tokens.fit()
+            for table in (self._ent, self._rel):
+                for column in (*self._columns(table), table.pstart):
+                    column.fit()
+            self._ent.row_of_sid.fit()
+            shared = self._shared
+            for column in (shared.key, shared.seq, shared.row_of_sid):
+                column.fit()
+            self.vectors.has.fit()
+            self.vectors.unit.fit()
+
     @staticmethod
     def _columns(table: _Records) -> list[Growable]:
         names = ("alive", "key", "name", "label", "seq", "source", "target")
