@@ -95,6 +95,11 @@ class Growable:
     def __setitem__(self, i: Any, value: Any) -> None:
         self.view[i] = value
 
+    def fit(self) -> None:
+        """Drop the spare capacity (a fresh buffer of exactly the filled part)."""
+        if self._data.shape[0] > self._n:
+            self.replace(self.view)
+
     def replace(self, values: np.ndarray) -> None:
         """Hold exactly ``values`` (a fresh buffer; earlier views keep the old one)."""
         self._data = np.array(values, dtype=self._data.dtype, copy=True)
@@ -301,6 +306,11 @@ class StringTable(Sequence):
         # A match may straddle two strings; keep it only when it ends inside its own.
         inside = np.asarray(hits, dtype=np.int64) + len(needle) <= ends[starts_of]
         return np.unique(starts_of[inside])
+
+    def fit(self) -> None:
+        """Drop the spare capacity of the offsets (see :meth:`Growable.fit`)."""
+        self._index.settle()
+        self._ends.fit()
 
     def nbytes(self) -> int:
         return len(self._buf) + self._ends.view.nbytes + self._index.nbytes()

@@ -43,7 +43,7 @@ from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from ..core.compact_store import compact_storage_context
+from ..core.compact_store import CompactKVStore, compact_storage_context
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.llm import run_sync
@@ -241,7 +241,12 @@ class FGRAGIndex(PropertyGraphIndex):
             return nodes
         merge = GraphMerge(self._max_descriptions)
         run_sync(lambda: self._aextract(_batches(nodes, EXTRACT_BATCH), merge))
-        self._write(merge, lambda: _batches(nodes, EXTRACT_BATCH))
+
+        def write_chunks(store: PropertyGraphStore) -> None:
+            for batch in _batches(nodes, EXTRACT_BATCH):
+                store.upsert_llama_nodes(batch)
+
+        self._write(merge, write_chunks)
         return nodes
 
     def _build_from_documents(
@@ -270,18 +275,28 @@ class FGRAGIndex(PropertyGraphIndex):
                 yield from _batches(nodes, EXTRACT_BATCH)
 
         run_sync(lambda: self._aextract(chunk_batches(), merge))
+        self._write(merge, lambda store: self._write_stored_chunks(store, chunk_ids))
 
-        def stored_chunks() -> Iterator[list[BaseNode]]:
-            for ids in _batches(chunk_ids, EXTRACT_BATCH):
-                nodes = self.docstore.get_nodes(ids)
-                # The docstore's own id strings (equal values) become the graph
-                # store's keys: one string per chunk instead of two, and none
-                # made among the decoding's temporaries.
-                for node, node_id in zip(nodes, ids, strict=True):
-                    node.id_ = node_id
-                yield nodes
+    def _write_stored_chunks(self, store: PropertyGraphStore, chunk_ids: Sequence[str]) -> None:
+        """Write the chunks just added to the docstore into the graph store.
 
-        self._write(merge, stored_chunks)
+        The compact store keeps the docstore's own value of each chunk when
+        the docstore is a compact one (see ``upsert_docstore_chunks``): the
+        graph store's chunk nodes are then no second copy of the chunks'
+        text and node JSON. Other stores get the nodes read back.
+        """
+        for ids in _batches(chunk_ids, EXTRACT_BATCH):
+            values = _docstore_values(self.docstore, ids)
+            if values is not None and isinstance(store, CompactPropertyGraphStore):
+                store.upsert_docstore_chunks(ids, values)
+                continue
+            nodes = self.docstore.get_nodes(ids)
+            # The docstore's own id strings (equal values) become the graph
+            # store's keys: one string per chunk instead of two, and none
+            # made among the decoding's temporaries.
+            for node, node_id in zip(nodes, ids, strict=True):
+                node.id_ = node_id
+            store.upsert_llama_nodes(nodes)
 
     async def _aextract(self, batches: Iterable[list[BaseNode]], merge: GraphMerge) -> None:
         """Run the extractors batch after batch and log each batch's graph in ``merge``.
@@ -305,9 +320,7 @@ class FGRAGIndex(PropertyGraphIndex):
                 merge.add(node)
             merge.end_batch()
 
-    def _write(
-        self, merge: GraphMerge, chunk_batches: Callable[[], Iterable[Sequence[BaseNode]]]
-    ) -> None:
+    def _write(self, merge: GraphMerge, write_chunks: Callable[[PropertyGraphStore], None]) -> None:
         """Write the chunks and the merged graph to the store (and entity vectors to the vector store)."""
         merged = merge.finish()
         if merge.no_entity:
@@ -326,12 +339,13 @@ class FGRAGIndex(PropertyGraphIndex):
             keys = [merged.entity_key(g) for g in range(len(merged.entities))]
             if self._store_tables is not None and keys:
                 self._store_tables.table("entities").add(keys, vectors)
-            for batch in chunk_batches():
-                store.upsert_llama_nodes(list(batch))
+            write_chunks(store)
             if merge.others:
                 store.upsert_nodes(merge.others)
             self._write_entities(store, merged, entity_folds, vectors)
             self._write_relations(store, merged, relation_folds)
+            if isinstance(store, CompactPropertyGraphStore):
+                store.fit()
             self._snapshot = None
         logger.info(
             "FG-RAG index: %d chunk(s) -> %d entity and %d relation upsert(s) (%s)",
@@ -686,6 +700,23 @@ def _drop_sources(props: dict[str, Any], chunk_ids: set[str]) -> bool:
     props[DESCRIPTIONS] = [descs[i] for i in keep if i < len(descs)]
     props[SOURCES] = [srcs[i] for i in keep]
     return True
+
+
+def _docstore_values(docstore: Any, ids: Sequence[str]) -> list[bytes] | None:
+    """The stored values of nodes ``ids`` in a docstore on a ``CompactKVStore`` (else ``None``).
+
+    They are the store's own ``bytes`` objects (immutable), read from
+    LlamaIndex's ``KVDocumentStore`` attributes: core offers no public
+    accessor to a compact store's raw values yet. ``None`` (the caller then
+    reads nodes) for any other docstore or a missing value.
+    """
+    kvstore = getattr(docstore, "_kvstore", None)
+    collection = getattr(docstore, "_node_collection", None)
+    if not isinstance(kvstore, CompactKVStore) or not isinstance(collection, str):
+        return None
+    stored = kvstore._data.get(collection, {})
+    values = [stored.get(i) for i in ids]
+    return None if any(v is None for v in values) else values
 
 
 def _batches(items: Sequence[Any], size: int) -> Iterator[list[Any]]:

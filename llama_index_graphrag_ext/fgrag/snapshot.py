@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -37,9 +37,16 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..core.embeddings import embed_texts
 from .columns import OBJ, STR, STRS, PropertyCodec, ragged_gather
-from .expansion import BlobChunks, EntityGraph, RowLookup, StringColumn
+from .expansion import EntityGraph, RowLookup, StringColumn
 from .extract import BUILT_BY, DESCRIPTIONS, DISPLAY_NAME, SOURCES
-from .store import CompactPropertyGraphStore, GraphColumns, decode_chunk, unit_rows
+from .store import (
+    ChunkRecords,
+    CompactPropertyGraphStore,
+    GraphColumns,
+    chunk_of_docstore_value,
+    decode_chunk,
+    unit_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -159,21 +166,56 @@ def _chunk_from_blob(blob: bytes) -> BaseNode | None:
     return _chunk_node(fields.get("properties") or {}, fields.get("text", ""))
 
 
-class StoreChunks(BlobChunks):
+class StoreChunks(Mapping):
     """Chunk id -> chunk node, decoded from the compact store's record when read.
 
     The records are the store's own (shared, not copied), so the snapshot
-    holds no chunk text. Records that do not decode into a LlamaIndex node are
-    left out, as the general path leaves them out.
+    holds no chunk text: per chunk, a reference to its record. The store's
+    own records that do not decode into a LlamaIndex node are left out, as
+    the general path leaves them out; the docstore values it shares are
+    LlamaIndex nodes by construction, so they are not decoded here (at
+    64,000 chunks, decoding every one at each snapshot took seconds and its
+    temporaries scattered the snapshot's allocations).
     """
 
-    def __init__(self, blobs: dict[str, bytes]) -> None:
-        self._blobs = {key: blob for key, blob in blobs.items() if _chunk_from_blob(blob)}
+    def __init__(self, records: ChunkRecords) -> None:
+        self._own = {key: blob for key, blob in records.own.items() if _chunk_from_blob(blob)}
+        self._strings = records.strings
+        self._shared_key = records.shared_key
+        self._shared_values = records.shared_values
+        self._shared_row_of_sid = records.shared_row_of_sid
 
-    def _decode(self, blob: bytes) -> BaseNode:
-        node = _chunk_from_blob(blob)
+    def _shared_row(self, chunk_id: object) -> int:
+        if not isinstance(chunk_id, str):
+            return -1
+        sid = self._strings.find(chunk_id)
+        rows = self._shared_row_of_sid
+        return int(rows[sid]) if 0 <= sid < rows.shape[0] else -1
+
+    def __getitem__(self, chunk_id: str) -> BaseNode:
+        blob = self._own.get(chunk_id)
+        if blob is not None:
+            node = _chunk_from_blob(blob)
+        else:
+            row = self._shared_row(chunk_id)
+            if row < 0:
+                raise KeyError(chunk_id)
+            chunk = chunk_of_docstore_value(self._shared_values[row])
+            node = _chunk_node(chunk.properties, chunk.text)
         assert node is not None
         return node
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return chunk_id in self._own or self._shared_row(chunk_id) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        strings = self._strings
+        for sid in self._shared_key.tolist():
+            yield strings[sid]
+
+    def __len__(self) -> int:
+        return len(self._own) + len(self._shared_values)
 
 
 # --------------------------------------------------------------------------- compact store

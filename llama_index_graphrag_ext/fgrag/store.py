@@ -18,7 +18,10 @@ JSON, loadable by the stock class. Inside, it holds
   :class:`~.columns.PropertyCodec`;
 - entity vectors as rows of one float32 matrix (:class:`EntityVectors`),
   which the FG-RAG snapshot shares instead of copying;
-- chunk nodes (and any other node type) as one zlib-compressed pickle each.
+- chunk nodes (and any other node type) as one zlib-compressed pickle each,
+  or, for the chunks FG-RAG's build writes, as the docstore's own stored
+  value of the chunk (the same ``bytes`` object, shared; see
+  :meth:`CompactPropertyGraphStore.upsert_docstore_chunks`).
 
 At 4,000 chunks the entities and relations took 66 MB as compressed pickles,
 key strings, triplet tuples and dict entries; as columns they take about
@@ -50,9 +53,11 @@ from llama_index.core.graph_stores.types import (
     Relation,
     Triplet,
 )
+from llama_index.core.schema import MetadataMode
+from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
-from ..core.compact_store import blank_chunk_node
+from ..core.compact_store import blank_chunk_node, decode_value
 from .columns import Growable, IntIndex, PropertyCodec, StringTable, ragged_gather
 
 _CHUNK, _OTHER = 0, 1
@@ -107,6 +112,23 @@ def decode_chunk(record: bytes) -> dict[str, Any]:
     """The fields of a stored chunk record (``ChunkNode.model_dump()``)."""
     unpacker = zlib.decompressobj(zdict=_CHUNK_ZDICT)
     return pickle.loads(unpacker.decompress(record[_HEAD:]) + unpacker.flush())
+
+
+def chunk_of_docstore_value(value: bytes) -> ChunkNode:
+    """The chunk node of a docstore value, exactly as ``upsert_llama_nodes`` makes it.
+
+    ``value`` is what a ``CompactKVStore`` holds for a node
+    (:func:`~llama_index_graphrag_ext.core.compact_store.encode_value` of its
+    ``doc_to_json``); the node read back from it is the one the docstore's
+    ``get_document`` returns.
+    """
+    node = json_to_doc(decode_value(value))
+    return ChunkNode(
+        text=node.get_content(metadata_mode=MetadataMode.NONE),
+        id_=node.id_,
+        properties=node_to_metadata_dict(node, remove_text=True),
+        embedding=node.embedding,
+    )
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -284,6 +306,48 @@ class _Entities(_Records):
         self.row_of_sid[sid] = row
 
 
+class _SharedChunks:
+    """Chunk nodes held as docstore values: ``values[row]`` is the docstore's own ``bytes``.
+
+    Row ``r``'s key is string ``key[r]``; ``seq[r]`` orders it among all
+    nodes; a removed row's value is ``None``.
+    """
+
+    def __init__(self) -> None:
+        self.key = Growable(np.int32)
+        self.seq = Growable(np.int64)
+        self.values: list[bytes | None] = []
+        self.row_of_sid = Growable(np.int32)  # string id of a key -> live row
+        self.dead = 0
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def row_of(self, sid: int) -> int:
+        return int(self.row_of_sid[sid]) if 0 <= sid < len(self.row_of_sid) else -1
+
+    def set_row_of(self, sid: int, row: int) -> None:
+        if sid >= len(self.row_of_sid):
+            self.row_of_sid.extend(np.full(sid + 1 - len(self.row_of_sid), -1, dtype=np.int32))
+        self.row_of_sid[sid] = row
+
+
+@dataclass
+class ChunkRecords:
+    """The store's chunk records as a snapshot reads them (a frozen copy of the row lists).
+
+    ``own``: key -> the store's own record of the chunk (see ``_record``);
+    ``shared_values[i]``: the docstore value of the chunk whose key is string
+    ``shared_key[i]``; ``shared_row_of_sid``: string id -> ``i`` (-1).
+    """
+
+    own: dict[str, bytes]
+    strings: StringTable
+    shared_key: np.ndarray
+    shared_values: list[bytes]
+    shared_row_of_sid: np.ndarray
+
+
 class _Relations(_Records):
     def __init__(self) -> None:
         super().__init__()
@@ -315,7 +379,7 @@ class GraphColumns:
     relation_label: np.ndarray
     relation_target: np.ndarray
     relation_pstart: np.ndarray
-    chunks: dict[str, bytes]
+    chunks: ChunkRecords
 
 
 class _NodeView(MutableMapping):
@@ -427,6 +491,7 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
         self._ent = _Entities()
         self._rel = _Relations()
         self._blobs: dict[str, bytes] = {}  # chunk and other nodes (see _record)
+        self._shared = _SharedChunks()  # chunks held as docstore values
         self._next_seq = 0
         # The pydantic graph's containers are swapped for views of the columns;
         # LabelledPropertyGraph's methods only index, assign, test and delete them.
@@ -472,8 +537,7 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
     def _put_node(self, key: str, node: LabelledNode) -> None:
         with self._lock:
             if type(node) is EntityNode:
-                old = self._blobs.pop(key, None)
-                seq = None if old is None else _seq_of(old)
+                seq = self._take_record(key)
                 row = self._put_entity(key, node.name, node.label, node.properties, seq)
                 if node.embedding:
                     self.vectors.set_rows([row], [node.embedding], unit=False)
@@ -481,8 +545,11 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                     self.vectors.clear(row)
                 return
             row = self._entity_row(key)
-            old = self._blobs.get(key)
+            old = self._blobs.get(key)  # replaced in place: the dict keeps its order
             seq = None if old is None else _seq_of(old)
+            shared = self._shared_row(key)
+            if shared >= 0:
+                seq = self._kill_shared(shared)
             if row >= 0:
                 seq = int(self._ent.seq[row])
                 self._kill_entity(row)
@@ -491,6 +558,25 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 self._blobs[key] = _record(_CHUNK, seq, _pack_chunk(node.model_dump()))
             else:  # another LabelledNode subclass: keep the object's own pickle
                 self._blobs[key] = _record(_OTHER, seq, _pack(node))
+
+    def _shared_row(self, key: str) -> int:
+        sid = self.strings.find(key)
+        return self._shared.row_of(sid) if sid >= 0 else -1
+
+    def _take_record(self, key: str) -> int | None:
+        """Remove the chunk or other node record under ``key``; return its order number."""
+        old = self._blobs.pop(key, None)
+        if old is not None:
+            return _seq_of(old)
+        row = self._shared_row(key)
+        return None if row < 0 else self._kill_shared(row)
+
+    def _kill_shared(self, row: int) -> int:
+        shared = self._shared
+        shared.values[row] = None
+        shared.set_row_of(int(shared.key[row]), -1)
+        shared.dead += 1
+        return int(shared.seq[row])
 
     def _put_entity(
         self, key: str, name: str, label: str, props: dict[str, Any], seq: int | None = None
@@ -544,6 +630,9 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 if blob[0] == _CHUNK:
                     return ChunkNode.model_validate(decode_chunk(blob))
                 return _unpack(blob[_HEAD:])
+            shared = self._shared_row(key)
+            if shared >= 0:
+                return chunk_of_docstore_value(self._shared.values[shared])
             row = self._entity_row(key)
             if row < 0:
                 raise KeyError(key)
@@ -551,8 +640,7 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
 
     def _delete_node(self, key: str) -> None:
         with self._lock:
-            if key in self._blobs:
-                del self._blobs[key]
+            if self._take_record(key) is not None:
                 return
             row = self._entity_row(key)
             if row < 0:
@@ -560,30 +648,39 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
             self._kill_entity(row)
 
     def _has_node(self, key: str) -> bool:
-        return key in self._blobs or self._entity_row(key) >= 0
+        if key in self._blobs:
+            return True
+        sid = self.strings.find(key)
+        return sid >= 0 and (self._ent.row_of(sid) >= 0 or self._shared.row_of(sid) >= 0)
 
     def _node_keys(self) -> list[str]:
         """Every node id, in the order the nodes were first added (as a dict keeps them)."""
         with self._lock:
-            ent = self._ent
+            ent, shared, strings = self._ent, self._shared, self.strings
             rows = np.nonzero(ent.alive.view)[0]
+            shared_rows = self._live_shared_rows()
             seqs = np.concatenate(
                 [
                     ent.seq.view[rows],
+                    shared.seq.view[shared_rows],
                     np.fromiter(map(_seq_of, self._blobs.values()), dtype=np.int64),
                 ]
             )
+            sids = np.concatenate([ent.key.view[rows], shared.key.view[shared_rows]])
             blob_keys = list(self._blobs)
-            strings, keys = self.strings, ent.key.view
             out = []
             for k in np.argsort(seqs, kind="stable").tolist():
-                out.append(
-                    strings[int(keys[rows[k]])] if k < rows.size else blob_keys[k - rows.size]
-                )
+                out.append(strings[int(sids[k])] if k < sids.size else blob_keys[k - sids.size])
             return out
 
+    def _live_shared_rows(self) -> np.ndarray:
+        values = self._shared.values
+        alive = np.fromiter((v is not None for v in values), dtype=np.bool_, count=len(values))
+        return np.nonzero(alive)[0]
+
     def _node_count(self) -> int:
-        return len(self._blobs) + len(self._ent) - self._ent.dead
+        shared = len(self._shared) - self._shared.dead
+        return len(self._blobs) + shared + len(self._ent) - self._ent.dead
 
     # ------------------------------------------------------------ relations
 
@@ -694,6 +791,9 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                     blob = self._blobs.get(key)
                     seq = None if blob is None else _seq_of(blob)
                     if seq is None:
+                        row = self._shared_row(key)
+                        seq = None if row < 0 else int(self._shared.seq[row])
+                    if seq is None:
                         row = self._entity_row(key)
                         seq = None if row < 0 else int(self._ent.seq[row])
                     if seq is not None:
@@ -781,12 +881,38 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
             self.vectors.reserve(len(records))
             rows = np.empty(len(records), dtype=np.int64)
             for k, (key, name, label, props) in enumerate(records):
-                old = self._blobs.pop(key, None)
-                seq = None if old is None else _seq_of(old)
+                seq = self._take_record(key)
                 rows[k] = row = self._put_entity(key, name, label, props, seq)
                 self.vectors.clear(row)
             self._settle()
             return rows
+
+    def upsert_docstore_chunks(self, keys: Sequence[str], values: Sequence[bytes]) -> None:
+        """Add or replace chunk nodes given as their docstore values (kept, not copied).
+
+        ``values[i]`` is what a ``CompactKVStore`` docstore holds for the node
+        with id ``keys[i]``; the chunk node read back is the one
+        ``upsert_llama_nodes`` makes from that node (:func:`chunk_of_docstore_value`).
+        The ``bytes`` objects are immutable, so sharing them is safe whatever
+        the docstore does later. Kept as a separate copy, the chunk records
+        were a second compressed copy of every chunk's text and node JSON:
+        about 470 bytes a chunk, the largest per-chunk cost of the graph store.
+        """
+        with self._lock:
+            shared, ent = self._shared, self._ent
+            sids = self.strings.intern_many(keys).tolist()
+            for key, sid, value in zip(keys, sids, values, strict=True):
+                seq = self._take_record(key)
+                row = ent.row_of(sid)
+                if row >= 0:  # a chunk replaces an entity under its key (as _put_node does)
+                    seq = int(ent.seq[row])
+                    self._kill_entity(row)
+                row = len(shared.values)
+                shared.values.append(value)
+                shared.key.append(sid)
+                shared.seq.append(seq if seq is not None else self._take_seq())
+                shared.set_row_of(sid, row)
+            self._settle()
 
     def put_unit_vectors(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         """Write entity vectors that are unit rows already (see :class:`EntityVectors`)."""
@@ -849,6 +975,29 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 _pair_keys(rel.source.view, rel.target.view), np.arange(len(rel), dtype=np.int32)
             )
 
+    def fit(self) -> None:
+        """Drop the spare capacity of every column after a bulk write.
+
+        Columns grow by doubling, so up to half of each is spare; in the
+        allocator's heap (where a buffer smaller than glibc's mmap threshold
+        goes, and that threshold rises to 32 MB once large arrays have been
+        freed) reused spare pages stay resident. The entity matrix is left as
+        it is: a snapshot may share it, and its spare rows were never touched.
+        """
+        with self._lock:
+            self._settle()
+            self.strings.fit()
+            self._tokens.fit()
+            for table in (self._ent, self._rel):
+                for column in (*self._columns(table), table.pstart):
+                    column.fit()
+            self._ent.row_of_sid.fit()
+            shared = self._shared
+            for column in (shared.key, shared.seq, shared.row_of_sid):
+                column.fit()
+            self.vectors.has.fit()
+            self.vectors.unit.fit()
+
     @staticmethod
     def _columns(table: _Records) -> list[Growable]:
         names = ("alive", "key", "name", "label", "seq", "source", "target")
@@ -874,8 +1023,22 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 relation_label=rel.label.view.copy(),
                 relation_target=rel.target.view.copy(),
                 relation_pstart=rel.pstart.view.copy(),
-                chunks={k: b for k, b in self._blobs.items() if b[0] == _CHUNK},
+                chunks=self._chunk_records(),
             )
+
+    def _chunk_records(self) -> ChunkRecords:
+        shared = self._shared
+        rows = self._live_shared_rows()
+        key = shared.key.view[rows].copy()
+        row_of_sid = np.full(len(self.strings), -1, dtype=np.int32)
+        row_of_sid[key] = np.arange(rows.size, dtype=np.int32)
+        return ChunkRecords(
+            own={k: b for k, b in self._blobs.items() if b[0] == _CHUNK},
+            strings=self.strings,
+            shared_key=key,
+            shared_values=[shared.values[r] for r in rows.tolist()],
+            shared_row_of_sid=row_of_sid,
+        )
 
     def entity_matrix(self) -> np.ndarray:
         """Every live entity's vector as a unit row, in store order: the store's own
@@ -918,6 +1081,10 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 + int(rel.pstart.view.nbytes + rel.pairs.nbytes()),
                 "vectors": self.vectors.nbytes(),
                 "chunks": sum(len(b) for b in self._blobs.values()),
+                # references to the docstore's values (the values are the docstore's)
+                "shared_chunks": 8 * len(self._shared)
+                + int(self._shared.key.view.nbytes + self._shared.seq.view.nbytes)
+                + int(self._shared.row_of_sid.view.nbytes),
             }
 
     # ------------------------------------------------------------ persistence
@@ -960,4 +1127,11 @@ class CompactPropertyGraphStore(SimplePropertyGraphStore):
                 f.write("]}")
 
 
-__all__ = ["CompactPropertyGraphStore", "EntityVectors", "GraphColumns", "unit_rows"]
+__all__ = [
+    "ChunkRecords",
+    "CompactPropertyGraphStore",
+    "EntityVectors",
+    "GraphColumns",
+    "chunk_of_docstore_value",
+    "unit_rows",
+]

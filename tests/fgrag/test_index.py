@@ -131,3 +131,18 @@ def test_plain_property_graph_store_without_vectors(bow_embed) -> None:
     graph = index.graph_snapshot()
     assert sorted(graph.names) == ["Ada", "Babbage"]
     assert graph.vectors.shape[0] == 2
+
+
+def test_build_shares_the_docstore_chunks(index: FGRAGIndex) -> None:
+    """The graph store's chunk nodes are the docstore's values, read as ``upsert_llama_nodes`` writes them."""
+    store = index.property_graph_store
+    assert store.nbytes()["chunks"] == 0 and store.nbytes()["shared_chunks"] > 0
+    ids = list(index.docstore.docs)
+    stock = SimplePropertyGraphStore()
+    stock.upsert_llama_nodes(index.docstore.get_nodes(ids))
+    assert store.get(ids=ids) == stock.get(ids=ids)
+    graph = index.graph_snapshot()
+    for chunk_id in ids:
+        assert (
+            graph.chunks[chunk_id].get_content() == index.docstore.get_node(chunk_id).get_content()
+        )

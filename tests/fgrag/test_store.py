@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphStore
 from llama_index.core.graph_stores.types import ChunkNode, EntityNode, Relation
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import BaseNode, TextNode
+from llama_index.core.storage.docstore.utils import doc_to_json
 
+from llama_index_graphrag_ext.core.compact_store import encode_value
 from llama_index_graphrag_ext.fgrag.columns import (
     STRS,
     Growable,
@@ -22,6 +24,11 @@ from llama_index_graphrag_ext.fgrag.store import CompactPropertyGraphStore, unit
 
 NAMES = ["ada", "charles", "paris", "london", "a_b", "x_CO_OCCURS_WITH_y", "é ü", "q"]
 TEXTS = ["Ada met Charles.", "", "Paris, 1850.", "ünïcode ✓", "same", "naïve 😀"]
+
+
+def docstore_value(node: BaseNode) -> bytes:
+    """What a compact docstore holds for ``node``."""
+    return encode_value(doc_to_json(node))
 
 
 def random_props(rng: random.Random) -> dict:
@@ -97,8 +104,11 @@ def test_random_operations_match_the_stock_store(tmp_path) -> None:
                     store.upsert_nodes([n.model_copy(deep=True) for n in nodes])
             elif op == 1:
                 chunk = TextNode(text=rng.choice(TEXTS) or "x", id_=rng.choice(["c1", "c2"]))
-                for store in (compact, simple):
-                    store.upsert_llama_nodes([chunk])
+                simple.upsert_llama_nodes([chunk])
+                if rng.random() < 0.5:  # as FG-RAG's build writes chunks: the docstore's value
+                    compact.upsert_docstore_chunks([chunk.id_], [docstore_value(chunk)])
+                else:
+                    compact.upsert_llama_nodes([chunk])
             elif op == 2:
                 rels = [random_relation(rng) for _ in range(rng.randint(1, 5))]
                 for store in (compact, simple):
@@ -230,3 +240,42 @@ def test_growable_index_and_gather() -> None:
         0,
         1,
     ]
+
+
+def test_docstore_chunks_answer_as_chunk_nodes(tmp_path) -> None:
+    nodes = [
+        TextNode(text=t or "x", id_=f"c{i}", metadata={"title": "T"}) for i, t in enumerate(TEXTS)
+    ]
+    shared, simple = CompactPropertyGraphStore(), SimplePropertyGraphStore()
+    shared.upsert_docstore_chunks([n.id_ for n in nodes], [docstore_value(n) for n in nodes])
+    simple.upsert_llama_nodes(nodes)
+    shared.upsert_nodes([EntityNode(name="c2")])  # an entity replaces a chunk in place
+    simple.upsert_nodes([EntityNode(name="c2")])
+    shared.upsert_docstore_chunks(["c0"], [docstore_value(TextNode(text="new", id_="c0"))])
+    simple.upsert_llama_nodes([TextNode(text="new", id_="c0")])
+    shared.delete(ids=["c3"])
+    simple.delete(ids=["c3"])
+    assert shared.to_dict() == simple.to_dict()
+    assert [n.id for n in shared.get()] == [n.id for n in simple.get()]
+    assert shared.get(ids=["c4", "c1", "c2"]) == simple.get(ids=["c4", "c1", "c2"])
+    assert shared.nbytes()["chunks"] == 0 and shared.nbytes()["shared_chunks"] > 0
+    path = str(tmp_path / "pg.json")
+    shared.persist(path)
+    assert SimplePropertyGraphStore.from_persist_path(path).to_dict() == simple.to_dict()
+
+
+def test_fit_drops_spare_capacity_only() -> None:
+    column = Growable(np.int32)
+    for v in range(40):
+        column.append(v)
+    assert column._data.shape[0] > 40
+    column.fit()
+    assert column._data.shape[0] == 40 and column.view.tolist() == list(range(40))
+    store = CompactPropertyGraphStore()
+    rng = random.Random(3)
+    store.upsert_nodes([random_entity(rng) for _ in range(20)])
+    store.upsert_relations([random_relation(rng) for _ in range(30)])
+    before = store.to_dict()
+    store.fit()
+    assert store.to_dict() == before
+    assert store._tokens._data.shape[0] == len(store._tokens)
