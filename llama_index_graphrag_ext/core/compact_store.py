@@ -181,6 +181,18 @@ class CompactKVStore(SimpleKVStore):
     async def adelete(self, key: str, collection: str = DEFAULT_COLLECTION) -> bool:
         return self.delete(key, collection)
 
+    def encoded(
+        self, keys: Sequence[str], collection: str = DEFAULT_COLLECTION
+    ) -> list[bytes | None]:
+        """The stored encoded values of ``keys`` (``None`` where absent), not decoded.
+
+        They are the store's own immutable ``bytes`` objects: a structure that
+        keeps chunks (FG-RAG's graph store) can share them instead of holding
+        a second copy, and decode them with :func:`decode_value` when read.
+        """
+        stored = self._data.get(collection, {})
+        return [stored.get(key) for key in keys]
+
     def stored_bytes(self) -> int:
         """Bytes of encoded values held (keys and dict overhead not counted)."""
         return sum(len(b) for values in self._data.values() for b in values.values())

@@ -705,17 +705,16 @@ def _drop_sources(props: dict[str, Any], chunk_ids: set[str]) -> bool:
 def _docstore_values(docstore: Any, ids: Sequence[str]) -> list[bytes] | None:
     """The stored values of nodes ``ids`` in a docstore on a ``CompactKVStore`` (else ``None``).
 
-    They are the store's own ``bytes`` objects (immutable), read from
-    LlamaIndex's ``KVDocumentStore`` attributes: core offers no public
-    accessor to a compact store's raw values yet. ``None`` (the caller then
-    reads nodes) for any other docstore or a missing value.
+    They are the store's own ``bytes`` objects (immutable). The key-value store
+    and the node collection are LlamaIndex's ``KVDocumentStore`` attributes,
+    which it offers no accessor for. ``None`` (the caller then reads nodes) for
+    any other docstore or a missing value.
     """
     kvstore = getattr(docstore, "_kvstore", None)
     collection = getattr(docstore, "_node_collection", None)
     if not isinstance(kvstore, CompactKVStore) or not isinstance(collection, str):
         return None
-    stored = kvstore._data.get(collection, {})
-    values = [stored.get(i) for i in ids]
+    values = kvstore.encoded(ids, collection)
     return None if any(v is None for v in values) else values
 
 

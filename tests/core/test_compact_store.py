@@ -146,3 +146,16 @@ def test_slice_size_must_be_positive():
 
     with pytest.raises(ValueError, match="slice_size"):
         CompactDocumentStore(slice_size=0)
+
+
+def test_encoded_values_are_the_stored_bytes_and_decode_back():
+    from llama_index_graphrag_ext.core.compact_store import CompactKVStore, decode_value
+
+    store = CompactKVStore()
+    store.put("a", {"text": "alpha"}, collection="nodes")
+    store.put("b", {"text": "beta"}, collection="nodes")
+    a, b, missing = store.encoded(["a", "b", "zz"], collection="nodes")
+    assert isinstance(a, bytes) and missing is None
+    assert decode_value(a) == {"text": "alpha"} and decode_value(b) == {"text": "beta"}
+    assert store.encoded(["a"], collection="nodes")[0] is a  # shared, not copied
+    assert store.encoded(["a"]) == [None]  # other collection
