@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -181,9 +181,12 @@ class FGRAGRetriever(BaseRetriever):
         graph = self._index.graph_snapshot()
         scores: dict[str, float] = defaultdict(float)
         why: dict[str, dict[str, Any]] = {}
+        present = _present_chunks(
+            graph.chunks, {d.chunk_id for exp in expansions for d in exp.descriptions}
+        )
         for exp in expansions:
             for d in exp.descriptions:
-                if not d.chunk_id or d.chunk_id not in graph.chunks:
+                if d.chunk_id not in present:
                     continue
                 scores[d.chunk_id] += max(d.seed_score, 0.0) * 0.5**d.depth
                 record = why.setdefault(
@@ -216,3 +219,10 @@ class FGRAGRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)
+
+
+def _present_chunks(chunks: Mapping[str, Any], chunk_ids: set[str]) -> set[str]:
+    """The non-empty ids among ``chunk_ids`` that ``chunks`` holds (in one batch where it can)."""
+    ids = sorted(i for i in chunk_ids if i)
+    batch = getattr(chunks, "present", None)
+    return batch(ids) if callable(batch) else {i for i in ids if i in chunks}

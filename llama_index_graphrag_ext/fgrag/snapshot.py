@@ -208,6 +208,20 @@ class StoreChunks(Mapping):
     def __contains__(self, chunk_id: object) -> bool:
         return chunk_id in self._own or self._shared_row(chunk_id) >= 0
 
+    def present(self, chunk_ids: Sequence[str]) -> set[str]:
+        """The ids among ``chunk_ids`` that are chunks here, in one vectorised lookup.
+
+        A retrieval tests every gathered description's chunk (about 800 per
+        question); one ``in`` at a time cost about 20 µs each here, against a
+        dict lookup's 50 ns, and added 15-30 ms to FG-RAG's p50.
+        """
+        ids = list(chunk_ids)
+        sids = self._strings.find_many(ids)
+        rows = self._shared_row_of_sid
+        hit = (sids >= 0) & (sids < rows.shape[0])
+        hit[hit] = rows[sids[hit]] >= 0
+        return {i for i, shared in zip(ids, hit.tolist(), strict=True) if shared or i in self._own}
+
     def __iter__(self) -> Iterator[str]:
         yield from self._own
         strings = self._strings

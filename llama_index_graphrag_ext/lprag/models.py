@@ -595,8 +595,10 @@ def _bce_step(
     ones. Up to ``pair_batch`` pairs it is one computation. Beyond, the pairs are
     scored in slices and their gradients summed, which is the same gradient: the
     per-pair activations (gathered states, decoder layers, NCN's common-neighbour
-    sums) are what grew with the corpus, about 4 KB per pair, and the full batch of
-    a 64k-chunk corpus (1.2M pairs) swung the process between 2.4 and 9.9 GB.
+    sums) are what grew with the corpus: about 4 KB per pair (the scale corpus at
+    16k chunks, 184k pairs an epoch, peaked at 1,749 MB in one computation and
+    1,153 MB in slices), and at 64k chunks one computation swung the process
+    between 2.4 and 9.9 GB.
     """
     n_neg = len(pair_query) - n_pos
     if len(pair_query) <= pair_batch:
@@ -662,8 +664,9 @@ def train_link_predictor(
     """Train a predictor on the query-chunk links of ``data`` (§3.4, App. A.3).
 
     Loss: BCE over every supervision link and ``negatives`` sampled chunks per link,
-    the Monte-Carlo form of the paper's loss. Full-batch Adam (the gradient summed
-    over slices of ``pair_batch`` pairs on large graphs); every ``eval_every``
+    the Monte-Carlo form of the paper's loss. One Adam step per epoch on every link
+    (on a fresh sample of ``links_per_epoch`` links when there are more; the
+    gradient summed over slices of ``pair_batch`` pairs); every ``eval_every``
     epochs the held-out queries' links are scored against sampled negatives and the
     best weights by validation AUC are kept (early stopping after ``patience``
     evaluations without gain).

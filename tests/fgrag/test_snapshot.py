@@ -171,3 +171,25 @@ def test_snapshot_survives_changes_to_the_store(stores, bow_embed) -> None:
     assert summary(before) == frozen[0] and np.array_equal(before.vectors, frozen[1])
     after = build_snapshot(compact, bow_embed)
     assert "bob" not in after.index_of and "new" in after.index_of
+
+
+def test_chunk_membership_in_one_batch_equals_one_at_a_time(bow_embed) -> None:
+    from llama_index.core.storage.docstore.utils import doc_to_json
+
+    from llama_index_graphrag_ext.core.compact_store import encode_value
+    from llama_index_graphrag_ext.fgrag.retriever import _present_chunks
+
+    store = CompactPropertyGraphStore()
+    fill(store, bow_embed)  # chunks c1, c2 held as the store's own records
+    shared = [TextNode(text=f"Shared {i}.", id_=f"s{i}") for i in range(5)]
+    store.upsert_docstore_chunks(
+        [n.id_ for n in shared], [encode_value(doc_to_json(n)) for n in shared]
+    )
+    store.delete(ids=["s3"])
+    chunks = build_snapshot(store, bow_embed).chunks
+    asked = ["c1", "c2", "s0", "s3", "s4", "ada", "nope", "s1"]
+    expected = {i for i in asked if i in chunks}
+    assert expected == {"c1", "c2", "s0", "s1", "s4"}  # not deleted chunks, not entities
+    assert chunks.present(asked) == expected
+    assert _present_chunks(chunks, set(asked) | {""}) == expected
+    assert _present_chunks(dict.fromkeys(expected), set(asked)) == expected  # any mapping
