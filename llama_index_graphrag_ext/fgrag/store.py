@@ -288,14 +288,10 @@ class _Records:
         return len(self.alive)
 
 
-class _Entities(_Records):
-    def __init__(self) -> None:
-        super().__init__()
-        self.key = Growable(np.int32)
-        self.name = Growable(np.int32)
-        self.label = Growable(np.int32)
-        self.seq = Growable(np.int64)
-        self.row_of_sid = Growable(np.int32)  # string id of a key -> live entity row
+class _RowsByKey:
+    """A ``row_of_sid`` column: the live row whose key is string id ``sid`` (-1: none)."""
+
+    row_of_sid: Growable
 
     def row_of(self, sid: int) -> int:
         return int(self.row_of_sid[sid]) if 0 <= sid < len(self.row_of_sid) else -1
@@ -306,7 +302,17 @@ class _Entities(_Records):
         self.row_of_sid[sid] = row
 
 
-class _SharedChunks:
+class _Entities(_Records, _RowsByKey):
+    def __init__(self) -> None:
+        super().__init__()
+        self.key = Growable(np.int32)
+        self.name = Growable(np.int32)
+        self.label = Growable(np.int32)
+        self.seq = Growable(np.int64)
+        self.row_of_sid = Growable(np.int32)  # string id of a key -> live entity row
+
+
+class _SharedChunks(_RowsByKey):
     """Chunk nodes held as docstore values: ``values[row]`` is the docstore's own ``bytes``.
 
     Row ``r``'s key is string ``key[r]``; ``seq[r]`` orders it among all
@@ -322,14 +328,6 @@ class _SharedChunks:
 
     def __len__(self) -> int:
         return len(self.values)
-
-    def row_of(self, sid: int) -> int:
-        return int(self.row_of_sid[sid]) if 0 <= sid < len(self.row_of_sid) else -1
-
-    def set_row_of(self, sid: int, row: int) -> None:
-        if sid >= len(self.row_of_sid):
-            self.row_of_sid.extend(np.full(sid + 1 - len(self.row_of_sid), -1, dtype=np.int32))
-        self.row_of_sid[sid] = row
 
 
 @dataclass

@@ -579,11 +579,29 @@ def _epoch_links(
     return queries[pick], chunks[pick]
 
 
+@dataclass(frozen=True)
+class _Scoring:
+    """What scoring pairs needs besides the pairs: the model and its graph."""
+
+    model: LinkPredictor
+    data_t: dict[str, torch.Tensor]
+    graph: ChunkStructure
+    query_neighbors: np.ndarray
+
+    def chunk_states(self) -> list[torch.Tensor]:
+        return self.model.chunk_states(self.data_t["z_chunks"], self.graph)
+
+    def logits(
+        self, pair_query: np.ndarray, pair_chunk: np.ndarray, states: list[torch.Tensor] | None
+    ) -> torch.Tensor:
+        return pair_logits(
+            self.model, self.data_t, self.graph, self.query_neighbors, pair_query, pair_chunk,
+            states,
+        )  # fmt: skip
+
+
 def _bce_step(
-    model: LinkPredictor,
-    data_t: dict[str, torch.Tensor],
-    graph: ChunkStructure,
-    query_neighbors: np.ndarray,
+    scoring: _Scoring,
     pair_query: np.ndarray,
     pair_chunk: np.ndarray,
     n_pos: int,
@@ -602,7 +620,7 @@ def _bce_step(
     """
     n_neg = len(pair_query) - n_pos
     if len(pair_query) <= pair_batch:
-        logits = pair_logits(model, data_t, graph, query_neighbors, pair_query, pair_chunk)
+        logits = scoring.logits(pair_query, pair_chunk, None)
         loss = F.binary_cross_entropy_with_logits(
             logits[:n_pos], torch.ones(n_pos)
         ) + F.binary_cross_entropy_with_logits(logits[n_pos:], torch.zeros(n_neg))
@@ -611,13 +629,11 @@ def _bce_step(
     # The chunk encoder runs once per epoch, not once per slice: the slices see its
     # states as leaves, collect their gradients, and one backward pass at the end
     # carries the sum into the encoder's weights.
-    states = model.chunk_states(data_t["z_chunks"], graph)
+    states = scoring.chunk_states()
     leaves = [states[0]] + [h.detach().requires_grad_() for h in states[1:]]
     total = 0.0
     for part in _slices(len(pair_query), pair_batch):
-        logits = pair_logits(
-            model, data_t, graph, query_neighbors, pair_query[part], pair_chunk[part], leaves
-        )
+        logits = scoring.logits(pair_query[part], pair_chunk[part], leaves)
         positive = torch.from_numpy(np.arange(part.start, part.stop) < n_pos)
         per_pair = F.binary_cross_entropy_with_logits(logits, positive.float(), reduction="none")
         loss = torch.where(positive, per_pair / n_pos, per_pair / n_neg).sum()
@@ -635,20 +651,12 @@ def _bce_step(
 
 @torch.no_grad()
 def _score_pairs(
-    model: LinkPredictor,
-    data_t: dict[str, torch.Tensor],
-    graph: ChunkStructure,
-    query_neighbors: np.ndarray,
-    pair_query: np.ndarray,
-    pair_chunk: np.ndarray,
-    pair_batch: int,
+    scoring: _Scoring, pair_query: np.ndarray, pair_chunk: np.ndarray, pair_batch: int
 ) -> np.ndarray:
     """Logits of many pairs, ``pair_batch`` at a time over one set of chunk states."""
-    states = model.chunk_states(data_t["z_chunks"], graph)
+    states = scoring.chunk_states()
     parts = [
-        pair_logits(
-            model, data_t, graph, query_neighbors, pair_query[p], pair_chunk[p], states
-        ).numpy()
+        scoring.logits(pair_query[p], pair_chunk[p], states).numpy()
         for p in _slices(len(pair_query), pair_batch)
     ]
     return np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -714,19 +722,16 @@ def train_link_predictor(
             val_neg_c = np.concatenate([sampler.uniform(rep), sampler.hard(rep)])
         optim = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         best_auc, best_state, stale = -1.0, None, 0
-        if val_neg_q is not None:  # epoch 0: the untrained (encoder-similarity) predictor
-            auc, hits = _validate(
-                model,
-                data_t,
-                graph,
-                data,
-                vq,
-                vc,
-                val_neg_q,
-                val_neg_c,
-                report.hits_k,
-                config.pair_batch,
+
+        scoring = _Scoring(model, data_t, graph, data.query_neighbors)
+
+        def validate() -> tuple[float, float]:
+            return _validate(
+                scoring, (vq, vc), (val_neg_q, val_neg_c), report.hits_k, config.pair_batch
             )
+
+        if val_neg_q is not None:  # epoch 0: the untrained (encoder-similarity) predictor
+            auc, hits = validate()
             report.history.append((0, None, round(auc, 5)))
             best_auc, report.val_auc, report.val_hits = auc, auc, hits
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -738,25 +743,12 @@ def train_link_predictor(
             pq = np.concatenate([eq, neg_q])
             pc = np.concatenate([ec, neg_c])
             optim.zero_grad()
-            report.final_loss = _bce_step(
-                model, data_t, graph, data.query_neighbors, pq, pc, len(eq), config.pair_batch
-            )
+            report.final_loss = _bce_step(scoring, pq, pc, len(eq), config.pair_batch)
             optim.step()
             report.epochs_run = epoch
             if val_neg_q is None or (epoch % config.eval_every and epoch != config.epochs):
                 continue
-            auc, hits = _validate(
-                model,
-                data_t,
-                graph,
-                data,
-                vq,
-                vc,
-                val_neg_q,
-                val_neg_c,
-                report.hits_k,
-                config.pair_batch,
-            )
+            auc, hits = validate()
             report.history.append((epoch, round(report.final_loss, 5), round(auc, 5)))
             if show_progress:
                 logger.info("epoch %d loss %.4f val AUC %.4f", epoch, report.final_loss, auc)
@@ -790,10 +782,11 @@ def train_link_predictor(
 
 
 @torch.no_grad()
-def _validate(model, data_t, graph, data, vq, vc, nq, nc, k, batch) -> tuple[float, float]:
-    model.eval()
-    pos = _score_pairs(model, data_t, graph, data.query_neighbors, vq, vc, batch)
-    neg = _score_pairs(model, data_t, graph, data.query_neighbors, nq, nc, batch)
+def _validate(scoring: _Scoring, positives, negatives, k, batch) -> tuple[float, float]:
+    (vq, vc), (nq, nc) = positives, negatives
+    scoring.model.eval()
+    pos = _score_pairs(scoring, vq, vc, batch)
+    neg = _score_pairs(scoring, nq, nc, batch)
     auc = _auc(pos, neg)
     # Hits@k per query: how many of its own negatives beat each positive.
     order = np.argsort(nq, kind="stable")

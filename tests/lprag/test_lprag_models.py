@@ -129,7 +129,7 @@ def test_bad_settings_are_rejected():
 
 
 def _grads_after_step(model, data, pair_batch):
-    from llama_index_graphrag_ext.lprag.models import _bce_step
+    from llama_index_graphrag_ext.lprag.models import _bce_step, _Scoring
 
     rng = np.random.default_rng(3)
     tq = data.pos_query
@@ -138,9 +138,8 @@ def _grads_after_step(model, data, pair_batch):
     pc = np.concatenate([data.pos_chunk, rng.integers(0, data.num_chunks, len(neg_q))])
     structure = ChunkStructure(data.num_chunks, data.edge_rows, data.edge_cols, data.edge_weights)
     model.zero_grad(set_to_none=True)
-    loss = _bce_step(
-        model, _tensors(data), structure, data.query_neighbors, pq, pc, len(tq), pair_batch
-    )
+    scoring = _Scoring(model, _tensors(data), structure, data.query_neighbors)
+    loss = _bce_step(scoring, pq, pc, len(tq), pair_batch)
     return loss, {k: p.grad.clone() for k, p in model.named_parameters()}
 
 
