@@ -20,14 +20,15 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index_graphrag_ext.baselines import BM25Retriever
 from llama_index_graphrag_ext.compose import SharedResources, build_router, fuse_retrievers
 from llama_index_graphrag_ext.compose.routing import classify_question
-from llama_index_graphrag_ext.core.defaults import embedded_llm, resolve_llm
+from llama_index_graphrag_ext.core.defaults import embedded_llm
+from llama_index_graphrag_ext.core.llm import is_embedded, resolve_llm
 from llama_index_graphrag_ext.core.nodes import EVIDENCE_KEY, PassageParser
 from llama_index_graphrag_ext.core.prompts import SHORT_ANSWER_PROMPT
 from llama_index_graphrag_ext.cue import MultiPartiteIndex
 from llama_index_graphrag_ext.demo import DEMO_DATA
 from llama_index_graphrag_ext.eval.data import load_benchmark
 from llama_index_graphrag_ext.fgrag import FGRAGIndex
-from llama_index_graphrag_ext.fgrag.extract import CooccurrenceExtractor, is_weak_llm
+from llama_index_graphrag_ext.fgrag.extract import CooccurrenceExtractor
 from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex
 
 SUMMARY_QUESTION = "What are the main themes across these passages about music and politics?"
@@ -82,7 +83,7 @@ def main() -> None:
 
     # 3. Routing: the heuristic selector needs no LLM; the engines answer with one.
     llm = resolve_llm()  # explicit > Settings > environment > embedded SmolLM2
-    if is_weak_llm(llm):  # keep the tiny model's answers short (CI runs this on 2 cores)
+    if is_embedded(llm):  # keep the tiny model's answers short (CI runs this on 2 cores)
         llm = embedded_llm(max_new_tokens=48, generate_kwargs={"repeat_penalty": 1.3})
     factoid_engine = RetrieverQueryEngine.from_args(
         fused, llm=llm, text_qa_template=SHORT_ANSWER_PROMPT

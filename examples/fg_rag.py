@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from llama_index.core import Document
 
-from llama_index_graphrag_ext.core.defaults import embedded_llm, resolve_llm
+from llama_index_graphrag_ext.core.defaults import embedded_llm
+from llama_index_graphrag_ext.core.llm import is_embedded, resolve_llm
 from llama_index_graphrag_ext.core.nodes import EVIDENCE_KEY
 from llama_index_graphrag_ext.fgrag import FGRAGIndex, FGRAGQueryEngine, default_extractor
-from llama_index_graphrag_ext.fgrag.extract import is_weak_llm
 
 CORPUS = [
     "Beekeepers in Ohio sell raw honey at farmers markets and through local grocery stores. "
@@ -34,7 +34,7 @@ QUESTION = "How can beekeepers market and sell their honey and other hive produc
 def main() -> None:
     documents = [Document(text=t, id_=f"doc-{i}") for i, t in enumerate(CORPUS)]
     llm = resolve_llm()  # explicit > Settings > environment > embedded SmolLM2
-    if is_weak_llm(llm):  # keep the tiny model's answers short (CI runs this on 2 cores)
+    if is_embedded(llm):  # keep the tiny model's answers short (CI runs this on 2 cores)
         llm = embedded_llm(max_new_tokens=100, generate_kwargs={"repeat_penalty": 1.3})
 
     # 1. The graph: PropertyGraphIndex + FG-RAG's extractor, same-name merging, entity vectors.

@@ -59,6 +59,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         show_progress=not args.quiet,
         floor=args.floor,
         embed_cache=args.embed_cache,
+        allow_fallback=args.allow_fallback,
     )
     report = run_benchmark(config)
     for key in ("title", "note"):
@@ -71,7 +72,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.plot:
         plot_recall(report, args.plot)
         print(f"wrote {args.plot}")
-    return 1 if any("error" in row for row in report["methods"].values()) else 0
+    failed = any("error" in row or "failed" in row for row in report["methods"].values())
+    return 1 if failed else 0
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -171,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--embed-cache",
         help="sqlite file caching passage embeddings across runs (index times then exclude them)",
+    )
+    bench.add_argument(
+        "--allow-fallback",
+        action="store_true",
+        help="accept a method whose full-LLM steps fell back to the LLM-free stand-in on "
+        "more than 5%% of their items (it fails the run otherwise)",
     )
     bench.add_argument("--title", help="section title for the results page (stored in the JSON)")
     bench.add_argument("--note", help="a sentence on the run for the results page (stored)")

@@ -5,6 +5,8 @@ Each registered demo method indexes it through the same code path as the
 benchmark runner, then for each question the demo prints the retrieved
 passages, the evidence the retriever recorded for each, and the answer of the
 configured LLM (the embedded SmolLM2 unless the environment selects a provider).
+Each method's LLM steps (tier, LLM, fallbacks to the LLM-free stand-in) are
+printed after it is built, so a run never silently shows the wrong tier.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from typing import Any, TextIO
 
 from llama_index.core import get_response_synthesizer
 
-from .core.defaults import describe_embed_model, describe_llm, resolve_embed_model, resolve_llm
+from .core.defaults import describe_embed_model, resolve_embed_model
+from .core.llm import choose_llm, count_llm_calls
 from .core.nodes import EVIDENCE_KEY
 from .core.prompts import SHORT_ANSWER_PROMPT
-from .core.usage import count_llm_calls
 from .eval.data import load_benchmark
 from .eval.registry import REGISTRY, BenchContext
+from .eval.runner import step_notes
 
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 
@@ -99,9 +102,10 @@ def run_demo(
         file=out,
     )
     embed_model = resolve_embed_model()
-    the_llm = resolve_llm(llm)
+    choice = choose_llm(llm)
+    the_llm = choice.llm
     print(f"Embedder: {describe_embed_model(embed_model)}", file=out)
-    print(f"LLM: {describe_llm(the_llm)}", file=out)
+    print(f"LLM: {choice.describe()} ({choice.tier})", file=out)
     synthesizer = (
         get_response_synthesizer(
             llm=the_llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT
@@ -109,7 +113,7 @@ def run_demo(
         if the_llm is not None
         else None
     )
-    summary: dict[str, Any] = {"methods": {}, "llm": describe_llm(the_llm)}
+    summary: dict[str, Any] = {"methods": {}, "llm": choice.describe(), "tier": choice.tier}
     with count_llm_calls() as usage:
         for name in methods or DEMO_METHODS:
             spec, captured = REGISTRY.resolve(name)
@@ -125,6 +129,9 @@ def run_demo(
             system = spec.build(documents, ctx)
             index_seconds = time.perf_counter() - t0
             print(f"indexed in {index_seconds:.1f} s", file=out)
+            records = [r.to_dict() for ledger in system.steps for r in ledger.records()]
+            for line in step_notes({"llm_steps": records}):
+                print(f"  LLM step {line}", file=out)
             answers = []
             for q in bench.questions:
                 print(f"\nQ: {q.question}", file=out)
@@ -150,7 +157,11 @@ def run_demo(
                 print(f"A: {answer}", file=out)
                 print(f"   gold: {' | '.join(q.answers)}", file=out)
                 answers.append(answer)
-            summary["methods"][name] = {"index_seconds": index_seconds, "answers": answers}
+            summary["methods"][name] = {
+                "index_seconds": index_seconds,
+                "answers": answers,
+                "llm_steps": records,
+            }
         calls, tokens = usage.take()
     elapsed = time.perf_counter() - started
     print(

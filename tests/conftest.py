@@ -12,6 +12,11 @@ from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No test may pick up a developer's provider (an OPENAI_API_KEY would make tests pay):
+# the suite's rule resolves to LLM-free unless a test sets the environment itself.
+for _name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "GRAPHRAG_LLM_MODEL"):
+    os.environ.pop(_name, None)
+os.environ["GRAPHRAG_LLM"] = "none"
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MUSIQUE = SHARED / "benchmarks" / "musique-100"

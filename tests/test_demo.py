@@ -33,7 +33,8 @@ def test_demo_with_the_embedded_llm():
     out = io.StringIO()
     summary = run_demo(llm="embedded", out=out)
     text = out.getvalue()
-    assert "LLM: LlamaCPP(SmolLM2-135M-Instruct.Q4_1.gguf)" in text
+    assert "LLM: EmbeddedLlamaCPP(SmolLM2-135M-Instruct.Q4_1.gguf) from argument" in text
+    assert "(embedded-llm)" in text
     n_questions = 4 * len(DEMO_METHODS)
     assert summary["llm_calls"] == n_questions and summary["llm_tokens"] > 0
     for method in DEMO_METHODS:

@@ -1,4 +1,4 @@
-"""BM25 retrieval over chunk nodes, on the suite's sparse BM25 (:class:`~..core.nlp.BM25`)."""
+"""BM25 retrieval over chunk nodes, on the suite's sparse BM25 (:class:`~..core.text.BM25`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeWithSc
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from ..core.compact_store import compact_docstore
-from ..core.nlp import BM25, tokenize
 from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
+from ..core.text import BM25, tokenize
 
 #: Nodes stored and tokenised at a time (and documents chunked at a time by ``from_documents``).
 _BATCH = 1024

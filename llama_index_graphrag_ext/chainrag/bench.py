@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ..core.cache import LLMCache
+from ..core.llm.cache import LLMCache
 from ..core.nodes import PassageParser, dedupe_by_source
 from ..eval.registry import BenchContext, BenchSystem, register_method
 from .index import SentenceGraphIndex
@@ -75,6 +75,7 @@ def build_engine(documents: Sequence[Document], ctx: BenchContext) -> BenchSyste
         integration=ctx.option("integration", "context"),
         max_hops=ctx.option("max_hops", 3),
         cache=cache,
+        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
     )
     calls: list[int] = []
 
@@ -86,4 +87,4 @@ def build_engine(documents: Sequence[Document], ctx: BenchContext) -> BenchSyste
     retriever = index.as_retriever(similarity_top_k=ctx.top_k)
     info = _info(index, EDGE_KINDS)
     info["engine_llm_calls"] = calls  # filled while the runner asks questions
-    return BenchSystem(retriever=retriever, answerer=answer, info=info)
+    return BenchSystem(retriever=retriever, answerer=answer, info=info, steps=[engine.llm_steps])

@@ -1,24 +1,61 @@
-"""``ChainRAGQueryEngine``: decompose, retrieve progressively with rewriting, integrate (paper §3.2-§3.4)."""
+"""``ChainRAGQueryEngine``: decompose, retrieve progressively with rewriting, integrate (paper §3.2-§3.4).
+
+The LLM is picked once (``llm=``, else the index's, by the suite's rule) and
+called through one :class:`~..core.llm.LLMCaller`: on the suite's event loop,
+with retries, a response cache and ``max_tokens`` set per step. Replies are
+read as real models write them: reasoning blocks dropped, labels such as
+"Rewritten question:" stripped, "Based on the context, yes" read as yes,
+"I don't know" or "Not specified" read as unanswered. The graph search and the
+embedding run in worker threads, so ``aquery`` never blocks its loop.
+
+Fallbacks are counted per query in :attr:`ChainRAGQueryEngine.llm_steps` (and
+raise with ``on_llm_failure="raise"``): an unusable decomposition keeps the
+question whole; an unreadable sufficiency reply counts as "not yet" (the
+search goes on, as without an LLM). The embedded SmolLM2 cannot write the
+decomposition's JSON, so with it that step runs LLM-free (planned, logged).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import BaseModel, Field
 
-from ..core.cache import LLMCache
 from ..core.embeddings import embed_query
-from ..core.llm import LLMOutputError, StructuredLLM, UsageMeter, run_sync
+from ..core.llm import (
+    LLMCaller,
+    LLMChoice,
+    LLMFallbackError,
+    LLMOutputError,
+    LLMSettings,
+    LLMSteps,
+    UsageMeter,
+    choose_llm,
+    is_unanswered,
+    on_suite_loop,
+    parse_answer,
+    parse_yes_no,
+    reason_of,
+    run_sync,
+)
+from ..core.llm.cache import LLMCache
 from ..core.nodes import with_evidence
 from .prompts import (
     ANSWER_INTEGRATION_PROMPT,
@@ -28,9 +65,7 @@ from .prompts import (
     SUBANSWER_PROMPT,
     SUFFICIENCY_PROMPT,
     SUMMARY_PROMPT,
-    is_unanswered,
     missing_entity,
-    parse_yes,
 )
 from .retriever import SearchState, SentenceSearch, describe_sentence, word_count
 from .sentence_graph import EDGE_KINDS
@@ -41,6 +76,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 INTEGRATIONS = ("answer", "context")
+
+# Reply budgets (max_tokens) per step: what each reply needs, with room to spare.
+_BUDGET = {
+    "decompose": 200,
+    "rewrite": 96,
+    "summary": 200,
+    "sufficiency": 32,
+    "subanswer": 96,
+    "final": 160,
+}
+
+
+class SubQuestions(BaseModel):
+    """A decomposition (§3.2, App. D): the sub-questions, in the order to answer them."""
+
+    questions: list[str] = Field(description="The sub-questions, fewest needed, in order.")
 
 
 @dataclass
@@ -82,48 +133,43 @@ def words_that_fit(llm: LLM, reserve_tokens: int = 400, words_per_token: float =
     return max(50, int(room * words_per_token))
 
 
-def _is_embedded_tiny(llm: Any) -> bool:
-    path = str(getattr(llm, "model_path", "") or "").lower()
-    return type(llm).__name__ == "LlamaCPP" and "smollm" in path
-
-
-def _validate_subquestions(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        value = next((v for v in value.values() if isinstance(v, list)), None)
-    if not isinstance(value, list):
-        raise ValueError("expected a JSON array of sub-questions")
-    out = [str(v).strip() for v in value if isinstance(v, str | int | float) and str(v).strip()]
-    if not out:
-        raise ValueError("the array holds no sub-question")
-    return out
+def _subquestions(found: SubQuestions) -> SubQuestions:
+    questions = [" ".join(str(q).split()) for q in found.questions if str(q).strip()]
+    if not questions:
+        raise ValueError("the decomposition holds no sub-question")
+    return SubQuestions(questions=questions)
 
 
 class ChainRAGQueryEngine(BaseQueryEngine):
     """ChainRAG over a :class:`~.index.SentenceGraphIndex` (paper §3.2-§3.4).
 
-    For each question: decompose it into sub-questions (LLM, JSON); for each in
-    turn, rewrite it from the earlier sub-questions and answers when it has lost
-    its key entity (a pronoun or demonstrative), or add a summary of earlier
-    contexts that went unanswered; retrieve seed sentences and expand over the
-    graph, asking the LLM after each expansion whether the sentences suffice, up
-    to the word budget; answer it. The final answer integrates the sub-answers
-    (``integration="answer"``, AnsInt) or the merged, reranked sentences
-    (``"context"``, CxtInt). The response's ``metadata["chain"]`` holds every
-    step; ``metadata["usage"]`` the LLM calls and tokens of this question.
+    For each question: decompose it into sub-questions (structured output);
+    for each in turn, rewrite it from the earlier sub-questions and answers
+    when it has lost its key entity (a pronoun or demonstrative), or add a
+    summary of earlier contexts that went unanswered; retrieve seed sentences
+    and expand over the graph, asking the LLM after each expansion whether the
+    sentences suffice, up to the word budget; answer it. The final answer
+    integrates the sub-answers (``integration="answer"``, AnsInt) or the
+    merged, reranked sentences (``"context"``, CxtInt). The response's
+    ``metadata["chain"]`` holds every step; ``metadata["usage"]`` the LLM calls
+    and tokens of this question.
 
     Args:
         index: The sentence graph index.
-        llm: The LLM; falls back to the index's (explicit, ``Settings``, environment).
+        llm: The LLM; without one, the index's (picked once by the suite's rule).
         integration: ``"answer"`` (AnsInt) or ``"context"`` (CxtInt).
         max_subquestions: Sub-questions kept from a decomposition.
         max_hops: Expansions per sub-question at most (the budget usually stops first).
         candidate_k / seed_k / edge_kinds / word_budget / reranker: As in
-            :class:`~.retriever.SentenceSearch`.
-        decompose: ``None`` decides by model: the embedded SmolLM2 cannot write
-            JSON, so the question is kept whole (logged); True/False force it.
-        cache: Optional LLM response cache (a re-run then costs no calls).
+            :class:`~.retriever.SentenceSearch`; the reranker (any LlamaIndex
+            reranking postprocessor) is asked for every candidate it ranks.
+        decompose: ``None``: decompose when the LLM can write JSON (not the
+            embedded SmolLM2: the question is kept whole, logged); True/False force it.
+        cache: An LLM response cache (a re-run then costs no calls); or ``cache_path``.
         streaming: Stream the final synthesis.
         similarity_top_k: Source chunks returned with the response.
+        max_attempts, timeout, max_concurrency, on_llm_failure, cache_path: The
+            LLM call settings (see :class:`~..core.llm.LLMSettings`).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
     """
 
@@ -144,6 +190,11 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         cache: LLMCache | None = None,
         streaming: bool = False,
         similarity_top_k: int = 10,
+        max_attempts: int = 3,
+        timeout: float | None = 60.0,
+        max_concurrency: int = 4,
+        on_llm_failure: str = "fallback",
+        cache_path: str | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         if integration not in INTEGRATIONS:
@@ -151,11 +202,57 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         if max_subquestions <= 0 or max_hops <= 0 or similarity_top_k <= 0:
             raise ValueError("max_subquestions, max_hops and similarity_top_k must be positive")
         self.index = index
-        self.llm = llm if llm is not None else index.llm
-        if self.llm is None:
+        choice: LLMChoice = choose_llm(llm) if llm is not None else index.llm_choice
+        if choice.llm is None:
             raise ValueError(
                 "ChainRAGQueryEngine needs an LLM; use index.as_retriever() for LLM-free retrieval"
             )
+        self.llm = choice.llm
+        self.llm_settings = LLMSettings(
+            max_attempts=max_attempts,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+            on_llm_failure=on_llm_failure,
+            cache_path=cache_path,
+        )
+        self._caller = self.llm_settings.new_caller(self.llm)
+        if cache is not None:
+            self._caller.cache = cache
+        #: Which LLM and tier each step used, and the per-query fallbacks.
+        self.llm_steps = LLMSteps("ChainRAG engine")
+        on_failure = self.llm_settings.on_llm_failure
+        self.llm_steps.plan(
+            "answer",
+            choice,
+            needs="text",
+            stand_in="none (the engine needs an LLM)",
+            on_failure=on_failure,
+        )
+        if decompose is False:
+            self.decompose = False
+        else:
+            planned = self.llm_steps.plan(
+                "decompose",
+                choice,
+                needs="json",
+                stand_in="the question kept whole",
+                on_failure=on_failure if decompose else "fallback",
+            )
+            self.decompose = planned is not None
+        self.llm_steps.plan(
+            "rewrite",
+            choice,
+            needs="text",
+            stand_in="the sub-question as decomposed",
+            on_failure=on_failure,
+        )
+        self.llm_steps.plan(
+            "sufficiency",
+            choice,
+            needs="text",
+            stand_in="expand until the budget (the LLM-free schedule)",
+            on_failure=on_failure,
+        )
         self.integration = integration
         self.max_subquestions = int(max_subquestions)
         self.max_hops = int(max_hops)
@@ -178,10 +275,6 @@ class ChainRAGQueryEngine(BaseQueryEngine):
             word_budget=word_budget,
             reranker=reranker,
         )
-        self.decompose = (not _is_embedded_tiny(self.llm)) if decompose is None else decompose
-        if not self.decompose:
-            logger.info("ChainRAG: decomposition off for %s (keeps the question whole)", self.llm)
-        self.cache = cache
         self.streaming = streaming
         self.similarity_top_k = int(similarity_top_k)
         self._prompts: dict[str, BasePromptTemplate] = {
@@ -194,6 +287,11 @@ class ChainRAGQueryEngine(BaseQueryEngine):
             "context_integration": CONTEXT_INTEGRATION_PROMPT,
         }
         super().__init__(callback_manager=callback_manager)
+
+    @property
+    def cache(self) -> LLMCache | None:
+        """The response cache."""
+        return self._caller.cache
 
     # ---------------------------------------------------------------- prompts
 
@@ -210,23 +308,44 @@ class ChainRAGQueryEngine(BaseQueryEngine):
 
     # ---------------------------------------------------------------- steps
 
-    async def _decompose(self, sllm: StructuredLLM, question: str, notes: dict) -> list[str]:
-        """§3.2 / App. D: sub-questions, or the question itself on failure (counted)."""
+    def _fell_back(self, step: str, exc: BaseException, notes: dict, what: str = "query") -> None:
+        """Count one fallback of ``step`` (raises with ``on_llm_failure="raise"``)."""
+        if isinstance(exc, LLMFallbackError):
+            raise exc
+        notes.setdefault("fallbacks", []).append(f"{step}: {reason_of(exc)}")
+        on_failure = self.llm_settings.on_llm_failure
+        self.llm_steps.fell_back(step, [reason_of(exc)], what=what, on_failure=on_failure)
+
+    async def _text(self, llm: LLMCaller, step: str, prompt: str) -> str:
+        """A short reply of ``step`` (reasoning dropped).
+
+        Answers and summaries still cut after the re-asks with more room are kept
+        (counted in the usage's ``truncated``); a cut sufficiency verdict is not.
+        """
+        free_text = step in ("subanswer", "final", "summary")
+        reply = await llm.acomplete(prompt, max_tokens=_BUDGET[step], allow_cut=free_text)
+        return reply.text
+
+    async def _decompose(self, llm: LLMCaller, question: str, notes: dict) -> list[str]:
+        """§3.2 / App. D: sub-questions, or the question itself when unusable (counted)."""
         if not self.decompose:
             notes["decomposition"] = "skipped"
             return [question]
+        self.llm_steps.count("decompose", 1)
         prompt = self._prompts["decompose"].format(query_str=question)
         try:
-            subs = await sllm.ajson(prompt, validate=_validate_subquestions)
-        except LLMOutputError as exc:
-            logger.warning("ChainRAG: decomposition unusable (%s); question kept whole", exc)
+            found = await llm.astructured(
+                prompt, SubQuestions, max_tokens=_BUDGET["decompose"], check=_subquestions
+            )
+        except Exception as exc:  # counted; the question is kept whole
+            self._fell_back("decompose", exc, notes)
             notes["decomposition"] = "fallback"
             return [question]
         notes["decomposition"] = "ok"
-        return subs[: self.max_subquestions]
+        return found.questions[: self.max_subquestions]
 
     async def _prepare(
-        self, sllm: StructuredLLM, step: ChainStep, done: list[ChainStep], states: list
+        self, llm: LLMCaller, step: ChainStep, done: list[ChainStep], states: list
     ) -> None:
         """§3.3: rewrite from earlier answers, or summarise unanswered earlier contexts."""
         if not done or not missing_entity(step.original):
@@ -235,7 +354,12 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         if not unanswered:
             history = "\n".join(f"Q: {s.question}\nA: {s.answer}" for s in done)
             prompt = self._prompts["rewrite"].format(history_str=history, query_str=step.original)
-            text = _first_line(await sllm.acomplete(prompt))
+            self.llm_steps.count("rewrite", 1)
+            try:
+                text = parse_answer(await self._text(llm, "rewrite", prompt))
+            except Exception as exc:  # counted; the sub-question stays as decomposed
+                self._fell_back("rewrite", exc, {}, what="sub-question")
+                text = ""
             if text and text.lower() != step.original.lower():
                 step.question, step.action = text, "rewritten"
             else:
@@ -246,22 +370,31 @@ class ChainRAGQueryEngine(BaseQueryEngine):
             prompt = self._prompts["summary"].format(
                 question=done[i].question, context_str=states[i].context()
             )
-            parts.append((await sllm.acomplete(prompt)).strip())
+            parts.append(parse_answer(await self._text(llm, "summary", prompt)))
         step.summary, step.action = "\n".join(p for p in parts if p), "summary"
 
-    async def _retrieve(self, sllm: StructuredLLM, step: ChainStep) -> SearchState:
+    async def _retrieve(self, llm: LLMCaller, step: ChainStep, notes: dict) -> SearchState:
         """§3.2: seeds, then expansions each followed by the LLM's sufficiency check."""
-        vector = embed_query(self.index.embed_model, step.question)
-        state = self.search.start(step.question, vector)
+        vector = await asyncio.to_thread(embed_query, self.index.embed_model, step.question)
+        state = await asyncio.to_thread(self.search.start, step.question, vector)
         step.stopped = "max_hops"
         for _ in range(self.max_hops):
-            if not self.search.expand(state):
+            if not await asyncio.to_thread(self.search.expand, state):
                 step.stopped = "budget" if state.budget_hit else "exhausted"
                 break
             prompt = self._prompts["sufficiency"].format(
                 context_str=state.context(), query_str=step.question
             )
-            if parse_yes(await sllm.acomplete(prompt)):
+            self.llm_steps.count("sufficiency", 1)
+            try:
+                reply = await self._text(llm, "sufficiency", prompt)
+                verdict = parse_yes_no(reply)
+                if verdict is None:
+                    raise LLMOutputError("the sufficiency reply says neither yes nor no", reply)
+            except Exception as exc:  # counted; the search goes on, as without an LLM
+                self._fell_back("sufficiency", exc, notes, what="check")
+                verdict = False
+            if verdict:
                 step.stopped = "sufficient"
                 break
             if state.budget_hit:
@@ -271,12 +404,12 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         step.sentences = [describe_sentence(state.graph, g) for g in state.sentences()]
         return state
 
-    async def _answer_step(self, sllm: StructuredLLM, step: ChainStep, state: SearchState) -> None:
+    async def _answer_step(self, llm: LLMCaller, step: ChainStep, state: SearchState) -> None:
         context = state.context()
         if step.summary:
             context = f"{context}\nEarlier findings: {step.summary}"
         prompt = self._prompts["subanswer"].format(context_str=context, query_str=step.question)
-        step.answer = _first_line(await sllm.acomplete(prompt))
+        step.answer = parse_answer(await self._text(llm, "subanswer", prompt))
         step.answered = not is_unanswered(step.answer)
 
     def _merged_rows(self, question: str, states: list[SearchState]) -> list[tuple[int, float]]:
@@ -328,63 +461,66 @@ class ChainRAGQueryEngine(BaseQueryEngine):
             for i, c in enumerate(order, start=1)
         ]
 
-    async def _run_chain(self, question: str, meter: UsageMeter) -> tuple[str, dict[str, Any]]:
-        """Everything up to the final prompt; returns it and the response metadata."""
-        sllm = StructuredLLM(self.llm, cache=self.cache, meter=meter)
+    async def _run_chain(self, question: str, llm: LLMCaller) -> tuple[str, dict[str, Any], list]:
+        """Everything up to the final prompt: ``(prompt, metadata, sources)``."""
         notes: dict[str, Any] = {}
-        subs = await self._decompose(sllm, question, notes)
+        subs = await self._decompose(llm, question, notes)
         chain: list[ChainStep] = []
         states: list[SearchState] = []
         for sub in subs:
             step = ChainStep(original=sub, question=sub)
-            await self._prepare(sllm, step, chain, states)
-            state = await self._retrieve(sllm, step)
-            await self._answer_step(sllm, step, state)
+            await self._prepare(llm, step, chain, states)
+            state = await self._retrieve(llm, step, notes)
+            await self._answer_step(llm, step, state)
             chain.append(step)
             states.append(state)
-        merged = self._merged_rows(question, states)
+        merged = await asyncio.to_thread(self._merged_rows, question, states)
+        prompt = self._final_prompt(question, chain, merged, states)
+        sources = await asyncio.to_thread(self._sources, merged, states)
         meta = {
             "chain": [asdict(s) for s in chain],
             "integration": self.integration,
             "notes": notes,
-            "_merged": merged,
-            "_states": states,
         }
-        return self._final_prompt(question, chain, merged, states), meta
-
-    def _finish(self, meta: dict[str, Any], meter: UsageMeter) -> tuple[list, dict]:
-        merged, states = meta.pop("_merged"), meta.pop("_states")
-        meta["usage"] = meter.snapshot()
-        return self._sources(merged, states), meta
+        return prompt, meta, sources
 
     # ---------------------------------------------------------------- engine API
 
-    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        if self.streaming:
-            meter = UsageMeter()
-            prompt, meta = run_sync(lambda: self._run_chain(query_bundle.query_str, meter))
-            meter.add(calls=1)  # the streamed synthesis is not cached
-            sources, meta = self._finish(meta, meter)
-            gen = (r.delta or "" for r in self.llm.stream_complete(prompt))
-            return StreamingResponse(response_gen=gen, source_nodes=sources, metadata=meta)
-        return run_sync(lambda: self._aquery(query_bundle))
-
-    async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+    async def _answer(self, question: str) -> Response:
         meter = UsageMeter()
-        prompt, meta = await self._run_chain(query_bundle.query_str, meter)
-        sllm = StructuredLLM(self.llm, cache=self.cache, meter=meter)
-        answer = _first_line(await sllm.acomplete(prompt))
-        sources, meta = self._finish(meta, meter)
+        llm = self._caller.with_meter(meter)
+        prompt, meta, sources = await self._run_chain(question, llm)
+        answer = parse_answer(await self._text(llm, "final", prompt))
+        meta["usage"] = meter.snapshot()
         return Response(response=answer, source_nodes=sources, metadata=meta)
 
+    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        question = query_bundle.query_str
+        if not self.streaming:
+            return run_sync(lambda: self._answer(question))
+        meter = UsageMeter()
+        llm = self._caller.with_meter(meter)
+        prompt, meta, sources = run_sync(lambda: self._run_chain(question, llm))
+        meta["usage"] = meter.snapshot()
 
-def _first_line(text: str) -> str:
-    """The first non-empty line of an LLM reply, stripped of quotes and a label."""
-    for line in str(text).strip().splitlines():
-        line = line.strip().strip('"').strip()
-        for label in ("Answer:", "Rewritten:", "Reply:"):
-            if line.lower().startswith(label.lower()):
-                line = line[len(label) :].strip()
-        if line:
-            return line
-    return ""
+        def tokens():
+            yield from llm.stream(prompt, max_tokens=_BUDGET["final"])
+            meta["usage"] = meter.snapshot()  # the streamed answer counted too
+
+        return StreamingResponse(response_gen=tokens(), source_nodes=sources, metadata=meta)
+
+    async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        question = query_bundle.query_str
+        if not self.streaming:
+            return await on_suite_loop(self._answer(question))
+        meter = UsageMeter()
+        llm = self._caller.with_meter(meter)
+        prompt, meta, sources = await on_suite_loop(self._run_chain(question, llm))
+        meta["usage"] = meter.snapshot()
+
+        async def tokens() -> AsyncIterator[str]:
+            async for piece in llm.astream(prompt, max_tokens=_BUDGET["final"]):
+                yield piece
+            meta["usage"] = meter.snapshot()
+
+        return AsyncStreamingResponse(response_gen=tokens(), source_nodes=sources, metadata=meta)

@@ -13,8 +13,8 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from ..core.embeddings import embed_texts
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
-from ..core.nlp import DEFAULT_ENTITY_LABELS, analyze_batch, load_spacy, normalize_entity
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
+from ..core.text import DEFAULT_ENTITY_LABELS, analyze_batch, load_spacy, normalize_entity
 from .sentence_graph import EDGE_KINDS, SentenceGraph
 from .sentences import SentenceTable, SentenceTableBuilder
 
@@ -30,7 +30,7 @@ class SentenceGraphIndex(GraphIndexBase):
     """One node per sentence, linked by EC, SS and SA edges; built without any LLM.
 
     Each chunk is split into sentences and its named entities extracted in one
-    spaCy pass (:func:`~..core.nlp.analyze_batch`); sentences are embedded once
+    spaCy pass (:func:`~..core.text.analyze_batch`); sentences are embedded once
     (batched) and the three edge kinds built with sparse / blocked matrix
     products (:class:`~.sentence_graph.SentenceGraph`). Inserting or deleting
     chunks rebuilds the derived edges (SS and EC depend on the whole corpus: the
@@ -243,7 +243,7 @@ class SentenceGraphIndex(GraphIndexBase):
         from .engine import ChainRAGQueryEngine
 
         kwargs.setdefault("callback_manager", self._callback_manager)
-        return ChainRAGQueryEngine(self, llm=llm or self.llm, **kwargs)
+        return ChainRAGQueryEngine(self, llm=llm, **kwargs)  # None: the index's LLM
 
 
 def _embedding_texts(table: SentenceTable, first_row: int, titles: Sequence[str]) -> list[str]:

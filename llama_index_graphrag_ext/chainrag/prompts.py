@@ -44,6 +44,7 @@ SUMMARY_PROMPT = PromptTemplate(
 )
 
 #: §3.2: after each expansion, does the gathered context answer the sub-question?
+#: (Read by ``core.llm.parse_yes_no``: "Based on the context, yes." is yes.)
 SUFFICIENCY_PROMPT = PromptTemplate(
     "Context:\n{context_str}\n\n"
     "Can the question be answered from the context above alone? Reply yes or no.\n"
@@ -95,22 +96,3 @@ def missing_entity(question: str, words: frozenset[str] = REFERENCE_WORDS) -> li
     containing a pronoun ("item", "theory") do not trigger it.
     """
     return [w for w in _WORD.findall(question.lower()) if w in words]
-
-
-_UNANSWERED = re.compile(
-    r"^\s*(unknown|none|n/?a|no answer|not (mentioned|given|stated|provided|known)|"
-    r"(i )?(cannot|can't|could not|unable to) (answer|determine|tell|find)|"
-    r"(the )?context does not|there is no|insufficient|not enough information)",
-    re.IGNORECASE,
-)
-
-
-def is_unanswered(answer: str) -> bool:
-    """True when a sub-answer says it could not answer (App. G: "Unable to answer")."""
-    return not answer.strip() or bool(_UNANSWERED.match(answer))
-
-
-def parse_yes(text: str) -> bool:
-    """The sufficiency reply as a boolean: the first word decides (yes/true/sufficient)."""
-    words = _WORD.findall(text.lower())
-    return bool(words) and words[0] in ("yes", "true", "sufficient", "y")

@@ -11,6 +11,7 @@ LLM and returns the source chunks ranked by their best sentences.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,10 +20,11 @@ import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
+from ..core.embeddings import embed_query, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
+from ..core.rerank import rerank
 from .index import sentence_ids
 from .sentence_graph import EDGE_KINDS, SentenceGraph, check_edge_kinds
 
@@ -91,7 +93,9 @@ class SentenceSearch:
         edge_kinds: Edge kinds followed when expanding (ablations drop some).
         word_budget: Stop adding sentences once they hold this many words (§4.1: 3,000).
         reranker: Any LlamaIndex node postprocessor that reranks (e.g. a BGE
-            cross-encoder); without one, sentences are ranked by cosine similarity.
+            cross-encoder through ``FlagEmbeddingReranker``), asked for every
+            candidate whatever its ``top_n``; without one, sentences are ranked
+            by cosine similarity.
     """
 
     def __init__(
@@ -122,13 +126,10 @@ class SentenceSearch:
         if self.reranker is None or not len(rows):
             order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i]))
             return [(int(rows[i]), float(scores[i])) for i in order]
-        sg = state.graph
-        nodes = [
-            NodeWithScore(node=TextNode(id_=str(r), text=sg.text(r)), score=float(s))
-            for r, s in zip(rows, scores, strict=True)
-        ]
-        ranked = self.reranker.postprocess_nodes(nodes, QueryBundle(state.query))
-        return [(int(n.node.node_id), float(n.score or 0.0)) for n in ranked]
+        # Every row gets ranked: the reranker is asked for all of them, whatever its top_n.
+        texts = [state.graph.text(r) for r in rows]
+        ranked = rerank(self.reranker, state.query, texts, scores=[float(x) for x in scores])
+        return [(int(rows[i]), score) for i, score in ranked]
 
     # -------------------------------------------------------------- steps
 
@@ -140,9 +141,8 @@ class SentenceSearch:
         return self._start(sg, query, query_vector)
 
     async def astart(self, query: str) -> SearchState:
-        """Async twin of :meth:`start`."""
-        sg = self.index.sentence_graph
-        return self._start(sg, query, await aembed_query(self.index.embed_model, query))
+        """Async twin of :meth:`start` (embedding and search run in a worker thread)."""
+        return await asyncio.to_thread(self.start, query)
 
     def _start(self, sg: SentenceGraph, query: str, qv: np.ndarray) -> SearchState:
         state = SearchState(query=query, graph=sg, query_vector=qv, candidates=[])
@@ -276,11 +276,8 @@ class SentenceGraphRetriever(BaseRetriever):
         return chunks_from_state(self.index, state, self.similarity_top_k, self.rank, self.fill)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        require_query(query_bundle.query_str, query_bundle.embedding)
-        if query_bundle.embedding is None:
-            vector = await aembed_query(self.index.embed_model, query_bundle.query_str)
-            query_bundle = QueryBundle(query_bundle.query_str, embedding=vector.tolist())
-        return self._retrieve(query_bundle)
+        # Embedding, graph search and reranking are CPU work: off the caller's loop.
+        return await asyncio.to_thread(self._retrieve, query_bundle)
 
 
 def _bundle_vector(query_bundle: QueryBundle) -> np.ndarray | None:

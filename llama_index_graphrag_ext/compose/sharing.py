@@ -37,10 +37,10 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
 from llama_index.core.schema import Document
 
-from ..core.cache import LLMCache
 from ..core.defaults import resolve_embed_model
 from ..core.embed_cache import CachedEmbedding
-from ..core.nlp import ParseCache, shared_parses
+from ..core.llm.cache import LLMCache
+from ..core.text import ParseCache, shared_parses
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class SharedResources:
 
     @contextlib.contextmanager
     def sharing(self) -> Iterator[SharedResources]:
-        """Within the block, spaCy analyses are shared (see ``core.nlp.shared_parses``)."""
+        """Within the block, spaCy analyses are shared (see ``core.text.shared_parses``)."""
         with shared_parses(self.parses):
             yield self
 
@@ -141,7 +141,7 @@ def measure_sharing(
         ``{"separate": {method: s}, "shared": {method: s}, "separate_total": s,
         "shared_total": s, "saved_seconds": s, "saved_fraction": f, "shared_stats": {...}}``.
     """
-    from ..core.nlp import load_spacy
+    from ..core.text import load_spacy
     from ..eval.registry import REGISTRY, BenchContext
 
     base = resolve_embed_model(embed_model)

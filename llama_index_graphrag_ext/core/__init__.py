@@ -8,29 +8,33 @@
 | :mod:`.vectors` | vector tables: in-memory numpy or any LlamaIndex vector store |
 | :mod:`.graph` | the typed graph on networkx |
 | :mod:`.viz` | GraphML and offline HTML export of a graph |
-| :mod:`.llm` | structured LLM calls: JSON repair, retries, concurrency, usage |
-| :mod:`.cache` | the persistent LLM response cache |
+| :mod:`.llm` | the LLM resolution rule, step ledgers, the caller (retries, structured output, cache, usage), reply parsing, the event loop |
 | :mod:`.embed_cache` | a persistent embedding cache around any embedder |
-| :mod:`.nlp` | spaCy loading, sentences, NER, BM25, BLEU, token counts |
+| :mod:`.text` | spaCy loading, sentences, NER, tokens, BM25, BLEU |
+| :mod:`.rerank` | any LlamaIndex reranker, asked for exactly the nodes a method needs |
 | :mod:`.nodes` | input hygiene, chunk nodes, evidence metadata |
 | :mod:`.index` | the base class of the suite's indexes |
 | :mod:`.persist` | versioned, atomic persistence |
-| :mod:`.defaults` | embedded offline defaults and provider selection |
+| :mod:`.defaults` | the embedded offline models |
 """
 
-from .cache import LLMCache
-from .defaults import (
-    MissingModelError,
-    default_embed_model,
-    embedded_llm,
-    resolve_embed_model,
-    resolve_llm,
-)
+from .defaults import MissingModelError, default_embed_model, embedded_llm, resolve_embed_model
 from .embed_cache import CachedEmbedding
 from .embeddings import embed_query, embed_texts, knn_graph, top_k
 from .graph import TypedGraph
 from .index import GraphIndexBase
-from .llm import LLMOutputError, RetryPolicy, StructuredLLM, UsageMeter
+from .llm import (
+    LLMCache,
+    LLMCaller,
+    LLMFallbackError,
+    LLMOutputError,
+    LLMSettings,
+    LLMSteps,
+    RetryPolicy,
+    UsageMeter,
+    choose_llm,
+    resolve_llm,
+)
 from .nodes import EVIDENCE_KEY, PassageParser, prepare_documents, with_evidence
 from .persist import IndexFormatError
 from .vectors import InMemoryVectorTable, VectorStoreTable, VectorTable
@@ -42,15 +46,19 @@ __all__ = [
     "InMemoryVectorTable",
     "IndexFormatError",
     "LLMCache",
+    "LLMCaller",
+    "LLMFallbackError",
     "LLMOutputError",
+    "LLMSettings",
+    "LLMSteps",
     "MissingModelError",
     "PassageParser",
     "RetryPolicy",
-    "StructuredLLM",
     "TypedGraph",
     "UsageMeter",
     "VectorStoreTable",
     "VectorTable",
+    "choose_llm",
     "default_embed_model",
     "embed_query",
     "embed_texts",

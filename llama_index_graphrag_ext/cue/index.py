@@ -9,7 +9,7 @@ Decisions the paper leaves open (digest §8):
 * **Unit merging.** Units are content-addressed: the same statement in two
   chunks is one node with two ``has_unit`` edges.
 * **Entity normalisation.** Mentions are merged under
-  :func:`~llama_index_graphrag_ext.core.nlp.normalize_entity` (NFKC, casefold,
+  :func:`~llama_index_graphrag_ext.core.text.normalize_entity` (NFKC, casefold,
   apostrophes unified, possessive ``'s`` and a leading "the" dropped). The entity
   node keeps the first surface form seen; its embedding is that surface form's.
 * **Labels.** spaCy's OntoNotes labels minus purely numeric ones (CARDINAL,
@@ -101,8 +101,9 @@ class MultiPartiteIndex(GraphIndexBase):
     # ----------------------------------------------------------------- build
 
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
-        if self.extractor.llm is None and self.extractor.alpha > 0 and self._llm is not None:
-            self.extractor.llm = self._llm
+        if self.extractor.alpha > 0:  # alpha = 0 never resolves an LLM
+            index_choice = self.llm_choice if self.extractor.llm is None else None
+            self.extractor.attach_steps(self.llm_steps, index_choice)
         if self.extractor.embed_model is None:
             self.extractor.embed_model = self.embed_model
         self.extractor.show_progress = getattr(self, "_show_progress", False)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -15,14 +16,13 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from pydantic import BaseModel, Field
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from ..core.defaults import resolve_llm
-from ..core.embeddings import aembed_query, aembed_texts, embed_query, embed_texts, top_k_of_scores
-from ..core.llm import LLMOutputError, StructuredLLM, run_sync
-from ..core.nlp import extract_entities, load_spacy, normalize_entity
+from ..core.embeddings import embed_query, embed_texts, top_k_of_scores
+from ..core.llm import LLMCaller, LLMFallbackError, LLMSettings, LLMSteps, choose_llm, reason_of
 from ..core.nodes import require_query, with_evidence
-from .extractor import _is_embedded_llm
+from ..core.text import extract_entities, load_spacy, normalize_entity
 from .prompts import QUERY_ENTITY_PROMPT
 from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search, query_unit_scores
 from .scoring import QIterScorer, as_scorer
@@ -37,13 +37,14 @@ _WORD_RE = re.compile(r"[^\W_]+(?:['\u2019.\-][^\W_]+)*\.?")
 _MAX_GAZETTEER_WORDS = 8
 
 
-def _validate_entities(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        keys = [k for k in value if "entit" in str(k).lower()] or list(value)[:1]
-        value = value[keys[0]] if keys else []
-    if not isinstance(value, list):
-        raise ValueError(f"expected a list of entities, got {type(value).__name__}")
-    return [" ".join(str(v).split()) for v in value if str(v).strip()]
+#: The LLM step's name in the step ledger.
+STEP = "query-entities"
+
+
+class QueryEntities(BaseModel):
+    """The named entities of a question (Spreading Activation's keys, §3.3)."""
+
+    entities: list[str] = Field(description="Entity names as written in the question.")
 
 
 class _ChunkTexts(Sequence[str]):
@@ -96,7 +97,11 @@ class QIterRetriever(BaseRetriever):
         use_qu: Query updating (``phi' = phi - phi(k)``).
         query_entities: ``"spacy"`` (spaCy NER plus exact matches of query
             n-grams against the entity vocabulary; LLM-free) or ``"llm"`` (the
-            paper's choice; falls back to spaCy on failure or with the embedded LLM).
+            paper's choice). With ``"llm"`` the LLM is picked once, here; the
+            embedded SmolLM2 (no JSON) or no LLM at all makes the step spaCy's,
+            with a warning, and a query whose LLM reply fails gets spaCy's
+            entities (counted in :attr:`llm_steps`; an error with
+            ``on_llm_failure="raise"``).
         reranker: R(q, .): any LlamaIndex reranking postprocessor or a
             :class:`.QIterScorer`; ``None`` uses embedding cosine (see :mod:`.scoring`).
         path_weight: Adds ``path_weight x`` the best kept path score citing a
@@ -105,7 +110,9 @@ class QIterRetriever(BaseRetriever):
         fill: ``"dense"`` tops the result up to ``top_n`` with the chunks nearest
             the query when the paths cite fewer (marked in the evidence); ``"none"``
             returns only path chunks.
-        llm: LLM for ``query_entities="llm"``; falls back to the index's, then ``Settings``.
+        llm: LLM for ``query_entities="llm"``; without one, the index's (the suite's rule).
+        max_attempts, timeout, on_llm_failure, cache_path: The LLM call
+            settings (see :class:`~..core.llm.LLMSettings`).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
     """
 
@@ -125,6 +132,10 @@ class QIterRetriever(BaseRetriever):
         path_weight: float = 0.0,
         fill: Literal["dense", "none"] = "dense",
         llm: LLM | None = None,
+        max_attempts: int = 3,
+        timeout: float | None = 60.0,
+        on_llm_failure: str = "fallback",
+        cache_path: str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -144,13 +155,37 @@ class QIterRetriever(BaseRetriever):
         self.scorer = as_scorer(reranker)
         self.path_weight = float(path_weight)
         self.fill = fill
-        self._llm = llm
-        self._structured: StructuredLLM | None = None
         self._entity_prompt: BasePromptTemplate = QUERY_ENTITY_PROMPT
         self._labels = index.extractor.entity_labels
         self._spacy_model = index.extractor.spacy_model
-        self.fallbacks = {"query_entities_llm": 0}
+        self.llm_settings = LLMSettings(
+            max_concurrency=1,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            on_llm_failure=on_llm_failure,
+            cache_path=cache_path,
+        )
+        #: The query-entity step's LLM, tier and per-query fallbacks.
+        self.llm_steps = LLMSteps("CUE QIterRetriever")
+        self._caller: LLMCaller | None = None
+        if query_entities == "llm":  # resolved once, here, never per query
+            choice = choose_llm(llm) if llm is not None else index.llm_choice
+            planned = self.llm_steps.plan(
+                STEP,
+                choice,
+                needs="json",
+                stand_in="spaCy entities",
+                on_failure=self.llm_settings.on_llm_failure,
+            )
+            if planned is not None:
+                self._caller = self.llm_settings.new_caller(planned)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def fallbacks(self) -> dict[str, int]:
+        """Queries whose LLM entities failed and got spaCy's (``{"query_entities_llm": n}``)."""
+        record = self.llm_steps.record(STEP)
+        return {"query_entities_llm": record.fallbacks if record else 0}
 
     # ---------------------------------------------------------------- prompts
 
@@ -185,32 +220,25 @@ class QIterRetriever(BaseRetriever):
                 found.append(text)
         return list(dict.fromkeys(t for t in found if normalize_entity(t)))
 
-    def _entity_llm(self) -> StructuredLLM | None:
-        if self._structured is None:
-            llm = self._llm or self._index._llm or resolve_llm(None)
-            if llm is None or _is_embedded_llm(llm):
-                logger.warning(
-                    "query_entities='llm' needs an LLM that writes JSON (got %s); using spaCy",
-                    type(llm).__name__ if llm is not None else "none",
+    def _query_entity_names(self, query: str, view: CueGraphView) -> list[str]:
+        """§3.3 query entities: the LLM's (``query_entities="llm"``), else spaCy's."""
+        if self.query_entities != "llm":
+            return self._spacy_entities(query, view)
+        self.llm_steps.count(STEP, 1)
+        if self._caller is not None:
+            try:
+                found = self._caller.structured(
+                    self._entity_prompt.format(query=query), QueryEntities, max_tokens=96
                 )
-                return None
-            self._structured = StructuredLLM(llm, max_concurrency=1)
-        return self._structured
-
-    async def _aquery_entity_names(self, query: str, view: CueGraphView) -> list[str]:
-        if self.query_entities == "llm":
-            structured = self._entity_llm()
-            if structured is not None:
-                try:
-                    names = await structured.ajson(
-                        self._entity_prompt.format(query=query),
-                        validate=_validate_entities,
-                        repair_attempts=1,
-                    )
-                    return list(dict.fromkeys(n for n in names if normalize_entity(n)))
-                except (LLMOutputError, Exception) as exc:  # noqa: BLE001 - counted fallback
-                    self.fallbacks["query_entities_llm"] += 1
-                    logger.warning("query entity extraction by LLM failed (%s); using spaCy", exc)
+                names = [" ".join(n.split()) for n in found.entities]
+                return list(dict.fromkeys(n for n in names if normalize_entity(n)))
+            except LLMFallbackError:
+                raise
+            except Exception as exc:  # counted and logged below; the query gets spaCy's
+                on_failure = self.llm_settings.on_llm_failure
+                self.llm_steps.fell_back(
+                    STEP, [reason_of(exc)], what="query", on_failure=on_failure
+                )
         return self._spacy_entities(query, view)
 
     def _entity_vectors(
@@ -359,22 +387,13 @@ class QIterRetriever(BaseRetriever):
         query_vec = embed_query(self._index.embed_model, query)
         entity_vecs: dict[str, np.ndarray] = {}
         if self.use_sa:
-            names = run_sync(lambda: self._aquery_entity_names(query, view))
+            names = self._query_entity_names(query, view)
             missing = self._missing(names, view)
             embedded = embed_texts(self._index.embed_model, missing) if missing else None
             entity_vecs = self._entity_vectors(names, view, embedded)
         return self._search(query, query_vec, entity_vecs, view)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        view = self._index.view()
-        query = require_query(query_bundle.query_str)
-        if not view.unit_ids:
-            return []
-        query_vec = await aembed_query(self._index.embed_model, query)
-        entity_vecs: dict[str, np.ndarray] = {}
-        if self.use_sa:
-            names = await self._aquery_entity_names(query, view)
-            missing = self._missing(names, view)
-            embedded = await aembed_texts(self._index.embed_model, missing) if missing else None
-            entity_vecs = self._entity_vectors(names, view, embedded)
-        return self._search(query, query_vec, entity_vecs, view)
+        # Embedding, NER, the beam search and reranking are CPU work (and the
+        # entity LLM call runs on the suite's loop): all off the caller's loop.
+        return await asyncio.to_thread(self._retrieve, query_bundle)

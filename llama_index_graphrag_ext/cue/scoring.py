@@ -20,9 +20,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..core.embeddings import normalize_rows
+from ..core.rerank import rerank_scores
 from .view import CueGraphView
 
 
@@ -92,20 +92,8 @@ class RerankerScorer:
         self.name = type(reranker).__name__
 
     def _score(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros(0, dtype=np.float32)
-        nodes = [
-            NodeWithScore(node=TextNode(id_=str(i), text=t), score=0.0) for i, t in enumerate(texts)
-        ]
-        reranker = self.reranker
-        if "top_n" in type(reranker).model_fields:
-            # a shallow copy per call: thread-safe, and every candidate gets a score
-            reranker = reranker.model_copy(update={"top_n": len(nodes)})
-        ranked = reranker.postprocess_nodes(nodes, query_bundle=QueryBundle(query))
-        out = np.full(len(texts), -np.inf, dtype=np.float32)
-        for r in ranked:
-            out[int(r.node.node_id)] = float(r.score if r.score is not None else 0.0)
-        return out
+        # Every candidate needs a score: the reranker is asked for all of them.
+        return rerank_scores(self.reranker, query, texts)
 
     def score_paths(self, query, query_vec, view, paths):
         texts = [self.separator.join(sorted(view.unit_texts[u] for u in p)) for p in paths]

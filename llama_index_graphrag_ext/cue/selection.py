@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.nlp import CorpusNgramIndex, tokenize
+from ..core.text import CorpusNgramIndex, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -148,9 +148,9 @@ def knapsack(
 def bleu_values(texts: Sequence[str], max_n: int = 4) -> np.ndarray:
     """Leave-one-out BLEU of every text against all the others (Alg. 2, line 6).
 
-    Texts are tokenised with :func:`~llama_index_graphrag_ext.core.nlp.tokenize`
+    Texts are tokenised with :func:`~llama_index_graphrag_ext.core.text.tokenize`
     (casefolded, stop words kept) and scored by
-    :class:`~llama_index_graphrag_ext.core.nlp.CorpusNgramIndex` with BLEU+1
+    :class:`~llama_index_graphrag_ext.core.text.CorpusNgramIndex` with BLEU+1
     smoothing, in one pass over the corpus's n-grams instead of ``n^2`` comparisons.
 
     Args:

@@ -33,11 +33,19 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.schema import Document, MetadataMode
 
-from ..core.cache import LLMCache
-from ..core.defaults import describe_llm, resolve_embed_model, resolve_llm
-from ..core.llm import StructuredLLM, parse_json_lenient
-from ..core.nlp import truncate_tokens
-from ..core.usage import LLMCallCounter, count_llm_calls
+from ..core.defaults import resolve_embed_model
+from ..core.llm import (
+    LLMCaller,
+    LLMOutputError,
+    LLMSettings,
+    UsageMeter,
+    count_llm_calls,
+    describe_llm,
+    parse_json,
+    resolve_llm,
+    run_sync,
+)
+from ..core.text import truncate_tokens
 from ..fgrag.prompts import JUDGE_PROMPT, NAIVE_ANSWER_PROMPT
 from .data import load_benchmark
 
@@ -76,8 +84,8 @@ def parse_verdict(text: str) -> dict[str, int | None]:
     """
     verdict: dict[str, int | None] = dict.fromkeys(CRITERIA)
     try:
-        data = parse_json_lenient(text)
-    except Exception:
+        data = parse_json(text)
+    except LLMOutputError:
         data = None
     in_json: set[str] = set()
     if isinstance(data, dict):
@@ -121,7 +129,7 @@ def unswap(verdict: dict[str, int | None], order: str) -> dict[str, str | None]:
 
 
 async def ajudge_pair(
-    judge: StructuredLLM,
+    judge: LLMCaller,
     query_id: str,
     question: str,
     answer_a: str,
@@ -131,10 +139,11 @@ async def ajudge_pair(
     """Judge one pair twice, A first then B first, and undo the swap."""
     out = []
     for order, first, second in (("ab", answer_a, answer_b), ("ba", answer_b, answer_a)):
-        raw = await judge.acomplete(
-            prompt.format(query_str=question, answer_1=first, answer_2=second)
+        reply = await judge.acomplete(
+            prompt.format(query_str=question, answer_1=first, answer_2=second), max_tokens=600
         )
-        out.append(Judgement(query_id, order, unswap(parse_verdict(raw), order), raw))
+        verdict = unswap(parse_verdict(reply.text), order)
+        out.append(Judgement(query_id, order, verdict, reply.raw))
     return out
 
 
@@ -215,7 +224,7 @@ def build_fgrag(documents: Sequence[Document], ctx: JudgeContext) -> Answerer:
         ctx.llm,
         include_noun_chunks=ctx.option("noun_chunks", True),
         cache_path=ctx.cache_path("fgrag-extract"),
-    )
+    )  # the embedded SmolLM2 cannot extract: co-occurrence, with a warning
     index = FGRAGIndex.from_documents(
         documents,
         kg_extractors=[extractor],
@@ -241,7 +250,7 @@ def build_naive(documents: Sequence[Document], ctx: JudgeContext) -> Answerer:
     nodes = ctx.splitter().get_nodes_from_documents(documents)
     index = VectorStoreIndex(nodes, embed_model=ctx.embed_model, show_progress=ctx.show_progress)
     retriever = index.as_retriever(similarity_top_k=ctx.option("naive_top_k", 10))
-    llm = StructuredLLM(ctx.llm, cache=_cache(ctx.cache_path("naive")))
+    llm = LLMSettings(cache_path=ctx.cache_path("naive")).new_caller(ctx.llm)
     window = getattr(ctx.llm.metadata, "context_window", 4096) or 4096
     budget = ctx.option("max_context_tokens", 0) or max(256, min(8000, window - 700))
 
@@ -251,13 +260,9 @@ def build_naive(documents: Sequence[Document], ctx: JudgeContext) -> Answerer:
         ]
         context = truncate_tokens("\n--New Chunk--\n".join(chunks), budget)
         prompt = NAIVE_ANSWER_PROMPT.format(context_str=context, query_str=question)
-        return llm.complete(prompt).strip()
+        return llm.complete(prompt, max_tokens=1000, allow_cut=True).text.strip()
 
     return answer
-
-
-def _cache(path: str | None) -> LLMCache | None:
-    return LLMCache(path) if path else None
 
 
 #: System name -> builder ``(documents, JudgeContext) -> answerer``.
@@ -271,7 +276,7 @@ SYSTEMS: dict[str, Callable[[Sequence[Document], JudgeContext], Answerer]] = {
 
 
 def _answers(
-    name: str, documents: Sequence[Document], questions, ctx: JudgeContext, usage: LLMCallCounter
+    name: str, documents: Sequence[Document], questions, ctx: JudgeContext, usage: UsageMeter
 ) -> tuple[list[str], dict[str, Any]]:
     if name not in SYSTEMS:
         raise KeyError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
@@ -367,7 +372,7 @@ def run_judge(
         "llm": describe_llm(answer_llm),
         "judge": describe_llm(judge),
     }
-    judge_s = StructuredLLM(judge, cache=_cache(ctx.cache_path("judge")))
+    judge_s = LLMSettings(cache_path=ctx.cache_path("judge")).new_caller(judge)
     judgements: list[Judgement] = []
     with count_llm_calls() as usage:  # every LLM call in the process, phase by phase
         answers_a, report["a_stats"] = _answers(a, documents, questions, ctx, usage)
@@ -388,9 +393,7 @@ def run_judge(
     return report
 
 
-def _run_pair(judge: StructuredLLM, qid: str, question: str, x: str, y: str) -> list[Judgement]:
-    from ..core.llm import run_sync
-
+def _run_pair(judge: LLMCaller, qid: str, question: str, x: str, y: str) -> list[Judgement]:
     return run_sync(lambda: ajudge_pair(judge, qid, question, x, y))
 
 

@@ -93,12 +93,16 @@ class BenchSystem:
         retriever: Ranks chunks for a question (required).
         answerer: Optional callable ``question -> (answer text, ranked passage ids)``
             for methods that answer by themselves (query engines).
-        info: Free-form facts for the report (sample sizes, fallbacks taken, ...).
+        info: Free-form facts for the report (sample sizes, settings, ...).
+        steps: The step ledgers (``LLMSteps``) of the method's LLM-using
+            components: which LLM and tier each step used and its fallbacks. The
+            runner reports them and fails a method whose full tier fell back too often.
     """
 
     retriever: BaseRetriever
     answerer: Callable[[str], tuple[str, list[str]]] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    steps: list[Any] = field(default_factory=list)
 
     def retrieve(self, question: str) -> tuple[list[str], list[NodeWithScore]]:
         """Ranked passage ids (first occurrence of each source) and the raw results."""

@@ -1,10 +1,17 @@
 """The benchmark runner: every named method on one corpus and question set, in one process.
 
 For each method it measures index seconds, per-question latency, LLM calls and
-tokens (indexing and querying apart, as LlamaIndex's sees them: cached responses cost nothing), the process's peak resident memory
-while the method ran, and the retrieval metrics of the benchmarks README. With
-``answer=True`` methods also answer, and exact match, token F1 and Acc are
-reported where the set has answers.
+prompt and completion tokens (indexing and querying apart, as LlamaIndex's
+instrumentation sees them: cached responses cost nothing), the process's peak
+resident memory while the method ran, and the retrieval metrics of the
+benchmarks README. With ``answer=True`` methods also answer, and exact match,
+token F1 and Acc are reported where the set has answers.
+
+Every method reports its LLM steps (which LLM and tier each ran in, and how
+many items fell back to the LLM-free stand-in). A method whose full-LLM steps
+fell back on more than :data:`MAX_FALLBACK_SHARE` of their items is marked
+failed (and the run exits non-zero) unless ``allow_fallback`` is set: its
+figures would be the stand-in's, not the method's.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ import numpy as np
 from llama_index.core.llms import LLM
 from tqdm.auto import tqdm
 
-from ..core.defaults import describe_embed_model, describe_llm, resolve_embed_model, resolve_llm
-from ..core.usage import LLMCallCounter, count_llm_calls
+from ..core.defaults import describe_embed_model, resolve_embed_model
+from ..core.llm import UsageMeter, count_llm_calls, describe_llm, fallback_share, resolve_llm
 from .data import Benchmark, Question, load_benchmark
 from .metrics import accuracy, all_at_k, exact_match, percentile, recall_at_k, token_f1
 from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
@@ -33,6 +40,8 @@ from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
 logger = logging.getLogger(__name__)
 
 RECALL_KS = (2, 5, 10)
+#: Share of a method's full-tier LLM items that may fall back before it counts as failed.
+MAX_FALLBACK_SHARE = 0.05
 #: Passages handed to the answer synthesizer for retrieve-then-answer.
 ANSWER_TOP_K = 5
 
@@ -90,6 +99,7 @@ class RunConfig:
     show_progress: bool = True
     floor: bool = False
     embed_cache: str | None = None
+    allow_fallback: bool = False
 
 
 def _answer_with_synthesis(llm: LLM) -> Callable[[str, list], str]:
@@ -111,7 +121,7 @@ def evaluate_method(
     name: str,
     system_builder: Callable[[], BenchSystem],
     questions: Sequence[Question],
-    usage: LLMCallCounter,
+    usage: UsageMeter,
     *,
     tier: str,
     answer_fn: Callable[[str, list], str] | None = None,
@@ -124,7 +134,7 @@ def evaluate_method(
         start = time.perf_counter()
         system = system_builder()
         row["index_seconds"] = round(time.perf_counter() - start, 3)
-        row["llm_calls_index"], row["llm_tokens_index"] = usage.take()
+        _take_usage(usage, row, "index")
         latencies, recalls, alls, answers = [], {k: [] for k in RECALL_KS}, [], []
         bar = tqdm(questions, desc=f"{name}: questions", unit="q", disable=not show_progress)
         for q in bar:
@@ -148,7 +158,7 @@ def evaluate_method(
                         accuracy(prediction, q.answers),
                     )
                 )
-        row["llm_calls_query"], row["llm_tokens_query"] = usage.take()
+        _take_usage(usage, row, "query")
     for k in RECALL_KS:
         row[f"recall@{k}"] = round(float(np.mean(recalls[k])), 4) if recalls[k] else None
     row["all@5"] = round(float(np.mean(alls)), 4) if alls else None
@@ -161,7 +171,38 @@ def evaluate_method(
     row["peak_rss_mb"] = round(rss.peak_mb, 1)
     if system.info:
         row["info"] = system.info
+    records = [r for ledger in system.steps for r in ledger.records()]
+    if records:
+        row["llm_steps"] = [r.to_dict() for r in records]
+        fell, items = fallback_share(records)
+        row["fallbacks"] = f"{fell}/{items}" if items else "0"
+        row["fallback_share"] = round(fell / items, 4) if items else 0.0
     return row
+
+
+def _take_usage(usage: UsageMeter, row: dict[str, Any], phase: str) -> None:
+    """Calls and prompt/completion tokens since the last take, into ``row`` for ``phase``."""
+    counts = usage.snapshot()
+    usage.take()
+    row[f"llm_calls_{phase}"] = counts["calls"]
+    row[f"llm_tokens_{phase}"] = counts["total_tokens"]
+    row[f"llm_prompt_tokens_{phase}"] = counts["prompt_tokens"]
+    row[f"llm_completion_tokens_{phase}"] = counts["completion_tokens"]
+
+
+def judge_fallbacks(row: dict[str, Any], allow: bool) -> None:
+    """Mark ``row`` failed when its full tier fell back on too many items (see the module docs)."""
+    share = row.get("fallback_share") or 0.0
+    if share <= MAX_FALLBACK_SHARE:
+        return
+    message = (
+        f"full-LLM steps fell back on {100 * share:.1f}% of their items ({row['fallbacks']}), "
+        f"over {100 * MAX_FALLBACK_SHARE:.0f}%: these figures are the stand-in's"
+    )
+    if allow:
+        row["warning"] = message + " (allowed by --allow-fallback)"
+    else:
+        row["failed"] = message + "; pass --allow-fallback to accept"
 
 
 def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dict[str, Any]:
@@ -238,6 +279,7 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
                 )
             if llm is not None:
                 row["llm"] = describe_llm(llm)
+            judge_fallbacks(row, config.allow_fallback)
         except Exception as exc:  # one broken method must not lose the others' results
             logger.exception("method %s failed", name)
             row = {"tier": spec.tier, "error": f"{type(exc).__name__}: {exc}"}
@@ -283,6 +325,7 @@ COLUMNS = (
     ("llm_tokens_index", "LLM tok idx", "{:d}"),
     ("llm_calls_query", "LLM calls q", "{:d}"),
     ("llm_tokens_query", "LLM tok q", "{:d}"),
+    ("fallbacks", "fallbacks", "{}"),
     ("peak_rss_mb", "peak RSS MB", "{:.0f}"),
 )
 
@@ -307,16 +350,38 @@ def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",
     ]
+    notes = []
     for name, row in rows.items():
         if "error" in row:
             lines.append(f"| {name} | {row['tier']} | error: {row['error']} |")
             continue
-        cells = [name, row["tier"]]
+        cells = [name, row["tier"] + (" FAILED" if "failed" in row else "")]
         for key, _, fmt in cols:
             value = row.get(key)
             cells.append("" if value is None else fmt.format(value))
         lines.append("| " + " | ".join(cells) + " |")
+        notes.extend(f"- {name}: {line}" for line in step_notes(row))
+    if notes:
+        lines += ["", "LLM steps:", *notes]
     return "\n".join(lines)
+
+
+def step_notes(row: dict[str, Any]) -> list[str]:
+    """One line per LLM step of a result row (tier, LLM, fallbacks), then its verdict."""
+    out = []
+    for r in row.get("llm_steps", []):
+        who = f"{r['llm_class']}({r['model']})" if r.get("llm_class") else "no LLM"
+        line = f"{r['step']}: {r['tier']} via {who}, {r['items']} item(s)"
+        if r.get("fallbacks"):
+            reasons = ", ".join(f"{k} x{v}" for k, v in r.get("reasons", {}).items())
+            line += f", {r['fallbacks']} fell back to {r['stand_in']} ({reasons})"
+        if r.get("note"):
+            line += f"; runs LLM-free: {r['note']}"
+        out.append(line)
+    for key in ("failed", "warning"):
+        if key in row:
+            out.append(f"{key.upper()}: {row[key]}")
+    return out
 
 
 def write_report(report: dict[str, Any], path: str | os.PathLike) -> None:

@@ -62,7 +62,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ..core.nlp import split_long_text
+from ..core.text import split_long_text
 from .data import Passage, Question, load_benchmark
 from .metrics import percentile, recall_at_k
 from .registry import REGISTRY, BenchContext, MethodRegistry

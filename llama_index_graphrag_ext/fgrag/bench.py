@@ -21,7 +21,7 @@ from llama_index.core.schema import Document
 
 from ..core.nodes import PassageParser
 from ..eval.registry import BenchContext, BenchSystem, register_method
-from .extract import CooccurrenceExtractor, FGRAGExtractor, is_weak_llm
+from .extract import CooccurrenceExtractor, default_extractor
 from .index import FGRAGIndex
 
 
@@ -44,7 +44,7 @@ def _retriever(index: FGRAGIndex, ctx: BenchContext):
     )
 
 
-def _build(documents: Sequence[Document], ctx: BenchContext, extractor) -> BenchSystem:
+def _build(documents: Sequence[Document], ctx: BenchContext, extractor, steps=None) -> BenchSystem:
     index = FGRAGIndex.from_documents(
         documents,
         kg_extractors=[extractor],
@@ -56,7 +56,8 @@ def _build(documents: Sequence[Document], ctx: BenchContext, extractor) -> Bench
     stats = getattr(extractor, "stats", None)
     if stats:
         info["extraction"] = stats
-    return BenchSystem(retriever=_retriever(index, ctx), info=info)
+    ledgers = [steps] if steps is not None else [index.llm_steps]
+    return BenchSystem(retriever=_retriever(index, ctx), info=info, steps=ledgers)
 
 
 @register_method(
@@ -71,13 +72,17 @@ def build_fgrag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
 @register_method(
     "fgrag-llm",
     "llm",
-    "FG-RAG over an LLM-extracted graph (co-occurrence with the embedded LLM)",
+    "FG-RAG over an LLM-extracted graph (LLM-free, and said so, with the embedded LLM)",
 )
 def build_fgrag_llm(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    llm = ctx.llm()
-    if is_weak_llm(llm):
-        system = _build(documents, ctx, CooccurrenceExtractor())
-        system.info["fallback"] = "embedded/no LLM: graph built LLM-free (co-occurrence)"
-        return system
+    from ..core.llm import LLMSteps
+
+    steps = LLMSteps("FGRAGIndex")
     cache = str(ctx.cache_dir / "fgrag-extract.sqlite") if ctx.cache_dir else None
-    return _build(documents, ctx, FGRAGExtractor(llm=llm, cache_path=cache))
+    extractor = default_extractor(
+        ctx.llm(),
+        steps=steps,
+        cache_path=cache,
+        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
+    )  # the embedded SmolLM2 cannot write the records: co-occurrence, planned and logged
+    return _build(documents, ctx, extractor, steps)

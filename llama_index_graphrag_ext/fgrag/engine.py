@@ -15,29 +15,48 @@ The response's ``source_nodes`` are the chunks behind the descriptions (with
 evidence); ``response.metadata["fgrag"]`` holds every unit's questions,
 weak/strong context entities, description count and summary, and
 ``response.metadata["usage"]`` the LLM calls and tokens of this query (the
-paper's cost table, Table 5, is a headline result).
+paper's cost table, Table 5, is a headline result). The LLM is picked once and
+called through one :class:`~..core.llm.LLMCaller` (retries, cache, the suite's
+event loop); CPU steps run in worker threads, so ``aquery`` never blocks its
+loop. An unusable entity list (spaCy's is used) and a failed unit summary (the
+unit is left out) are counted in :attr:`FGRAGQueryEngine.llm_steps`, or raise
+with ``on_llm_failure="raise"``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Generator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import QueryBundle
 
-from ..core.cache import LLMCache
-from ..core.defaults import resolve_llm
-from ..core.llm import StructuredLLM, UsageMeter, estimate_tokens, parse_numbered_lines, run_sync
-from ..core.nlp import truncate_tokens
+from ..core.llm import (
+    LLMCaller,
+    LLMFallbackError,
+    LLMSettings,
+    LLMSteps,
+    UsageMeter,
+    choose_llm,
+    on_suite_loop,
+    parse_list,
+    reason_of,
+    run_sync,
+)
+from ..core.llm.cache import LLMCache
+from ..core.text import count_tokens, truncate_tokens
 from .expansion import Expansion
 from .prompts import ANSWER_PROMPT, QUERY_ENTITIES_PROMPT, QUESTIONS_PROMPT, SUMMARY_PROMPT
 from .retriever import FGRAGRetriever, spacy_query_entities
@@ -49,12 +68,23 @@ logger = logging.getLogger(__name__)
 
 #: Tokens kept free in the context window for the prompt's own text and the output.
 PROMPT_RESERVE = 700
+# Reply budgets (max_tokens) per step.
+_ENTITIES_BUDGET = 160
+_SUMMARY_BUDGET = 500
+_ANSWER_BUDGET = 1000
 
 
-def _clean_lines(text: str, limit: int, max_words: int = 12) -> list[str]:
-    """Items of a list answer, without duplicates or overlong lines."""
+def _clean_lines(text: str, limit: int, max_words: int = 12, cut: bool = False) -> list[str]:
+    """Items of a list reply (reasoning dropped), without duplicates or overlong lines.
+
+    ``cut``: the reply was stopped by the length limit, so its last item may be
+    incomplete and is dropped.
+    """
+    items = parse_list(text)
+    if cut:
+        items = items[:-1]
     out: list[str] = []
-    for item in parse_numbered_lines(text):
+    for item in items:
         item = item.strip().strip(".:;").strip()
         if item and len(item.split()) <= max_words and item.lower() not in (o.lower() for o in out):
             out.append(item)
@@ -68,7 +98,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
 
     Args:
         index: The index.
-        llm: The LLM (explicit, ``Settings``, the environment, else the embedded SmolLM2).
+        llm: The LLM; without one, the index's (picked once by the suite's rule).
         retriever: The expansion retriever; built from ``index`` and
             ``retriever_kwargs`` when omitted.
         max_query_entities: Query entities kept (authors: 9).
@@ -79,6 +109,8 @@ class FGRAGQueryEngine(BaseQueryEngine):
         streaming: Stream the reduce step.
         cache_path: Optional sqlite file caching LLM answers.
         num_workers: Concurrent LLM calls in the map step.
+        max_attempts, timeout, on_llm_failure: The LLM call settings (see
+            :class:`~..core.llm.LLMSettings`).
         callback_manager: Callbacks; ``Settings`` when omitted.
         **retriever_kwargs: Passed to [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever].
     """
@@ -94,30 +126,52 @@ class FGRAGQueryEngine(BaseQueryEngine):
         streaming: bool = False,
         cache_path: str | None = None,
         num_workers: int = 4,
+        max_attempts: int = 3,
+        timeout: float | None = 60.0,
+        on_llm_failure: str = "fallback",
         callback_manager: CallbackManager | None = None,
         **retriever_kwargs: Any,
     ) -> None:
         if max_query_entities <= 0 or max_questions <= 0 or num_workers <= 0:
             raise ValueError("max_query_entities, max_questions and num_workers must be > 0")
-        resolved = resolve_llm(llm)
-        if resolved is None:
+        choice = choose_llm(llm) if llm is not None else index.llm_choice
+        if choice.llm is None:
             raise ValueError(
                 "FGRAGQueryEngine needs an LLM for its map-reduce; without one use "
                 "index.as_retriever() (LLM-free context-aware entity expansion)"
             )
-        self._llm = resolved
+        self._llm = choice.llm
         self._index = index
+        self.llm_settings = LLMSettings(
+            max_concurrency=num_workers,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            on_llm_failure=on_llm_failure,
+            cache_path=cache_path,
+        )
+        self._caller = self.llm_settings.new_caller(self._llm)
+        #: Which LLM and tier each step used, and the per-query fallbacks.
+        self.llm_steps = LLMSteps("FG-RAG engine")
+        on_failure = self.llm_settings.on_llm_failure
+        # The embedded SmolLM2 can try the entity list (a list of lines, not JSON).
+        self.llm_steps.plan(
+            "query-entities", choice, needs="text", stand_in="spaCy entities", on_failure=on_failure
+        )
+        self.llm_steps.plan(
+            "summaries",
+            choice,
+            needs="text",
+            stand_in="the unit left out of the answer",
+            on_failure=on_failure,
+        )
         retriever_kwargs.setdefault("max_query_entities", max_query_entities)
         self._retriever = retriever or FGRAGRetriever(index, **retriever_kwargs)
         self.max_query_entities = max_query_entities
         self.max_questions = max_questions
-        window = getattr(resolved.metadata, "context_window", 4096) or 4096
+        window = getattr(self._llm.metadata, "context_window", 4096) or 4096
         self.max_context_tokens = max_context_tokens or max(256, min(8000, window - PROMPT_RESERVE))
         self.streaming = streaming
         self.num_workers = num_workers
-        self._cache = LLMCache(cache_path) if cache_path else None
-        self._entity_fallbacks = 0
-        self._lock = threading.Lock()
         self._prompts: dict[str, BasePromptTemplate] = {
             "query_entities": QUERY_ENTITIES_PROMPT,
             "questions": QUESTIONS_PROMPT,
@@ -145,21 +199,39 @@ class FGRAGQueryEngine(BaseQueryEngine):
         return self._retriever
 
     @property
+    def cache(self) -> LLMCache | None:
+        """The response cache."""
+        return self._caller.cache
+
+    @property
     def entity_fallbacks(self) -> int:
         """Queries whose LLM entity list was unusable and spaCy's was used."""
-        return self._entity_fallbacks
+        record = self.llm_steps.record("query-entities")
+        return record.fallbacks if record else 0
+
+    def _fell_back(self, step: str, reason: str, what: str) -> None:
+        self.llm_steps.fell_back(
+            step, [reason], what=what, on_failure=self.llm_settings.on_llm_failure
+        )
 
     # ----------------------------------------------------------------- steps
 
-    async def aquery_entities(self, query: str, llm: StructuredLLM) -> list[str]:
-        """Eq. 8: the query's entities from the LLM (spaCy's if the answer is unusable)."""
-        answer = await llm.acomplete(self._prompts["query_entities"].format(query_str=query))
-        entities = _clean_lines(answer, self.max_query_entities, max_words=8)
-        if not entities:
-            with self._lock:
-                self._entity_fallbacks += 1
-            logger.warning("FG-RAG: no usable query entities from the LLM; using spaCy's")
-            entities = spacy_query_entities(query, self.max_query_entities)
+    async def aquery_entities(self, query: str, llm: LLMCaller) -> list[str]:
+        """Eq. 8: the query's entities from the LLM (spaCy's if the reply is unusable)."""
+        self.llm_steps.count("query-entities", 1)
+        prompt = self._prompts["query_entities"].format(query_str=query)
+        try:
+            reply = await llm.acomplete(prompt, max_tokens=_ENTITIES_BUDGET, allow_cut=True)
+            cut = reply.finish_reason == "length"
+            entities = _clean_lines(reply.text, self.max_query_entities, max_words=8, cut=cut)
+            reason = None if entities else "unusable reply"
+        except LLMFallbackError:
+            raise
+        except Exception as exc:  # counted below; the query gets spaCy's entities
+            entities, reason = [], reason_of(exc)
+        if reason is not None:
+            self._fell_back("query-entities", reason, "query")
+            entities = await asyncio.to_thread(spacy_query_entities, query, self.max_query_entities)
         return entities
 
     def _context(self, expansion: Expansion) -> str:
@@ -167,7 +239,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
         lines, used = [], 0
         for d in expansion.descriptions:
             line = f"- {d.text}"
-            cost = estimate_tokens(line)
+            cost = count_tokens(line)
             if used + cost > self.max_context_tokens:
                 break
             lines.append(line)
@@ -175,46 +247,53 @@ class FGRAGQueryEngine(BaseQueryEngine):
         return "\n".join(lines) if lines else "(no information found)"
 
     async def _amap_one(
-        self, query: str, unit: str, expansion: Expansion, llm: StructuredLLM
+        self, query: str, unit: str, expansion: Expansion, llm: LLMCaller
     ) -> dict[str, Any]:
         """Eqs. 10-11 for one unit: follow-up questions, then the focused summary."""
         asked = await llm.acomplete(
             self._prompts["questions"].format(
                 query_str=query, entity=unit, max_questions=self.max_questions
-            )
+            ),
+            max_tokens=40 * self.max_questions + 32,
+            allow_cut=True,
         )
-        questions = _clean_lines(asked, self.max_questions, max_words=40)
+        cut = asked.finish_reason == "length"
+        questions = _clean_lines(asked.text, self.max_questions, max_words=40, cut=cut)
         # The authors put the query itself first in the questions block.
         question_block = "\n".join([f"**{query}**", *questions])
         summary = await llm.acomplete(
             self._prompts["summary"].format(
                 entity=unit, context_str=self._context(expansion), questions=question_block
-            )
+            ),
+            max_tokens=_SUMMARY_BUDGET,
+            allow_cut=True,
         )
         return {
             "entity": unit,
             "questions": questions,
             **expansion.as_evidence(),
-            "summary": summary.strip(),
+            "summary": summary.text.strip(),
         }
 
-    async def _amap(self, query: str, llm: StructuredLLM) -> tuple[list[dict[str, Any]], list]:
+    async def _amap(self, query: str, llm: LLMCaller) -> tuple[list[dict[str, Any]], list]:
         entities = await self.aquery_entities(query, llm)
         expansions = await asyncio.to_thread(self._retriever.expand, query, entities)
         units = [(e.query_entity, e) for e in expansions]
+        self.llm_steps.count("summaries", len(units))
         results = await llm.amap(
-            units,
-            lambda item: self._amap_one(query, item[0], item[1], llm),
-            return_exceptions=True,
-            desc="FG-RAG map",
+            units, lambda item: self._amap_one(query, item[0], item[1], llm), desc="FG-RAG map"
         )
-        maps = []
+        maps, reasons = [], []
         for (unit, _), result in zip(units, results, strict=True):
             if isinstance(result, BaseException):
-                logger.warning("FG-RAG: summary for %r failed: %s", unit, result)
+                logger.debug("FG-RAG: summary for %r failed: %s", unit, result)
+                reasons.append(reason_of(result))
                 continue
             maps.append(result)
-        sources = self._retriever.rank_chunks(expansions)
+        self.llm_steps.fell_back(
+            "summaries", reasons, what="unit", on_failure=self.llm_settings.on_llm_failure
+        )
+        sources = await asyncio.to_thread(self._retriever.rank_chunks, expansions)
         return maps, sources
 
     def reduce_prompt(self, query: str, maps: list[dict[str, Any]]) -> str:
@@ -223,50 +302,49 @@ class FGRAGQueryEngine(BaseQueryEngine):
         context = truncate_tokens("\n\n".join(parts), self.max_context_tokens) if parts else ""
         return self._prompts["answer"].format(context_str=context or "(no notes)", query_str=query)
 
-    def _new_llm(self) -> StructuredLLM:
-        return StructuredLLM(
-            self._llm, cache=self._cache, max_concurrency=self.num_workers, meter=UsageMeter()
-        )
-
-    def _metadata(self, maps, llm: StructuredLLM) -> dict[str, Any]:
-        return {"fgrag": maps, "usage": llm.meter.snapshot()}
-
     # ----------------------------------------------------------------- query
+
+    async def _answer(self, query: str) -> Response:
+        meter = UsageMeter()
+        llm = self._caller.with_meter(meter)
+        maps, sources = await self._amap(query, llm)
+        answer = await llm.acomplete(
+            self.reduce_prompt(query, maps), max_tokens=_ANSWER_BUDGET, allow_cut=True
+        )
+        metadata = {"fgrag": maps, "usage": meter.snapshot()}
+        return Response(response=answer.text.strip(), source_nodes=sources, metadata=metadata)
+
+    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        query = query_bundle.query_str
+        if not self.streaming:
+            return run_sync(lambda: self._answer(query))
+        meter = UsageMeter()
+        llm = self._caller.with_meter(meter)
+        maps, sources = run_sync(lambda: self._amap(query, llm))
+        metadata = {"fgrag": maps, "usage": meter.snapshot()}
+        prompt = self.reduce_prompt(query, maps)
+
+        def tokens() -> Iterator[str]:
+            yield from llm.stream(prompt, max_tokens=_ANSWER_BUDGET)
+            metadata["usage"] = meter.snapshot()  # the streamed answer counted too
+
+        return StreamingResponse(response_gen=tokens(), source_nodes=sources, metadata=metadata)
 
     async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         query = query_bundle.query_str
-        llm = self._new_llm()
-        maps, sources = await self._amap(query, llm)
+        if not self.streaming:
+            return await on_suite_loop(self._answer(query))
+        meter = UsageMeter()
+        llm = self._caller.with_meter(meter)
+        maps, sources = await on_suite_loop(self._amap(query, llm))
+        metadata = {"fgrag": maps, "usage": meter.snapshot()}
         prompt = self.reduce_prompt(query, maps)
-        if self.streaming:
-            return self._stream(prompt, maps, sources, llm)
-        answer = await llm.acomplete(prompt)
-        return Response(
-            response=answer.strip(), source_nodes=sources, metadata=self._metadata(maps, llm)
+
+        async def tokens() -> AsyncIterator[str]:
+            async for piece in llm.astream(prompt, max_tokens=_ANSWER_BUDGET):
+                yield piece
+            metadata["usage"] = meter.snapshot()
+
+        return AsyncStreamingResponse(
+            response_gen=tokens(), source_nodes=sources, metadata=metadata
         )
-
-    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
-        if self.streaming:
-            llm = self._new_llm()
-            query = query_bundle.query_str
-            maps, sources = run_sync(lambda: self._amap(query, llm))
-            return self._stream(self.reduce_prompt(query, maps), maps, sources, llm)
-        return run_sync(lambda: self._aquery(query_bundle))
-
-    def _stream(self, prompt: str, maps, sources, llm: StructuredLLM) -> StreamingResponse:
-        """The reduce step as a token stream; usage is counted when the stream ends."""
-        metadata = self._metadata(maps, llm)
-
-        def generate() -> Generator[str, None, None]:
-            text = ""
-            llm.meter.add(calls=1)
-            for chunk in self._llm.stream_complete(prompt):
-                delta = chunk.delta or ""
-                text += delta
-                yield delta
-            llm.meter.add(
-                prompt_tokens=estimate_tokens(prompt), completion_tokens=estimate_tokens(text)
-            )
-            metadata["usage"] = llm.meter.snapshot()
-
-        return StreamingResponse(response_gen=generate(), source_nodes=sources, metadata=metadata)

@@ -9,15 +9,17 @@ stores them in any property graph store.
 - [`FGRAGExtractor`][llama_index_graphrag_ext.fgrag.extract.FGRAGExtractor]: the
   paper's LLM extraction (entities with type and description, relationships
   with description and keywords, one gleaning round), through
-  [`StructuredLLM`][llama_index_graphrag_ext.core.llm.StructuredLLM] (cache,
-  retries, bounded concurrency, usage). Chunks whose answer cannot be parsed
-  fall back to co-occurrence, counted in ``stats``.
+  [`LLMCaller`][llama_index_graphrag_ext.core.llm.LLMCaller] (cache, retries,
+  bounded concurrency, usage, no reply cut by the length limit taken as
+  complete). Chunks whose reply fails or holds no entity get the co-occurrence
+  graph: a WARNING counts them, and so do ``stats`` and ``llm_steps``; with
+  ``on_llm_failure="raise"`` it is an error.
 - [`CooccurrenceExtractor`][llama_index_graphrag_ext.fgrag.extract.CooccurrenceExtractor]:
   the LLM-free stand-in (the paper has none): spaCy entities; an entity's
   descriptions are the sentences that mention it, and two entities named in one
   sentence are related, with that sentence as the relation's description.
 
-Entity node names are normalised keys ([`normalize_entity`][llama_index_graphrag_ext.core.nlp.normalize_entity]),
+Entity node names are normalised keys ([`normalize_entity`][llama_index_graphrag_ext.core.text.normalize_entity]),
 so same-name entities share one node id in every store (the paper's Merge,
 Eq. 2); the name as written is kept in ``display_name``.
 """
@@ -44,9 +46,26 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ..core.cache import LLMCache
-from ..core.llm import RetryPolicy, StructuredLLM, UsageMeter, run_sync
-from ..core.nlp import Analysis, Entity, analyze_batch, load_spacy, normalize_entity, parsing
+from ..core.llm import (
+    LLMCaller,
+    LLMChoice,
+    LLMSettings,
+    LLMSteps,
+    UsageMeter,
+    choose_llm,
+    parse_yes_no,
+    reason_of,
+    run_sync,
+)
+from ..core.text import (
+    Analysis,
+    Entity,
+    analyze_batch,
+    count_tokens,
+    load_spacy,
+    normalize_entity,
+    parsing,
+)
 from .prompts import (
     COMPLETION_DELIMITER,
     EXTRACT_PROMPT,
@@ -319,7 +338,7 @@ class CooccurrenceExtractor(TransformComponent):
         return await asyncio.to_thread(self.__call__, nodes, **kwargs)
 
     def graph_of(self, analysis: Any) -> tuple[list[EntityNode], list[Relation]]:
-        """Entities and relations of one analysed chunk (see ``core.nlp.Analysis``)."""
+        """Entities and relations of one analysed chunk (see ``core.text.Analysis``)."""
         entities: dict[str, EntityNode] = {}
         relations: dict[tuple[str, str], Relation] = {}
         for sentence, mentions in zip(analysis.sentences, analysis.sentence_entities, strict=True):
@@ -392,55 +411,51 @@ def _noun_chunk_analysis(doc: Any) -> Analysis:
 # --------------------------------------------------------------------------- LLM
 
 
-class FGRAGExtractor(TransformComponent):
+#: The LLM step's name in the step ledger.
+STEP = "extraction"
+
+
+class FGRAGExtractor(TransformComponent, LLMSettings):
     """LLM entity-relation extraction with one gleaning round [P §3.1, §6.1].
 
     Per chunk: one extraction call; then, ``max_gleanings`` times, a YES/NO
     check and, on YES, a call for the missing records (the authors' order).
-    Answers are parsed with :func:`parse_extraction`. A chunk whose calls fail
-    or whose answer yields no entity falls back to
-    :class:`CooccurrenceExtractor` (when ``fallback_to_cooccurrence``), and
-    each such chunk is counted in ``stats``.
+    Replies are parsed with :func:`parse_extraction` (reasoning blocks
+    dropped). A chunk whose calls fail or whose reply yields no entity gets the
+    :class:`CooccurrenceExtractor` graph; such chunks are counted (WARNING,
+    ``stats``, ``llm_steps``), or raise with ``on_llm_failure="raise"``.
 
     Args:
-        llm: Any LlamaIndex LLM; ``Settings.llm`` when omitted.
-        **kwargs: Values of the attributes below.
+        llm: Any LlamaIndex LLM; without one the suite's rule picks it, once.
+        **kwargs: Values of the attributes below and of
+            :class:`~..core.llm.LLMSettings` (``max_concurrency``,
+            ``max_attempts``, ``timeout``, ``cache_path``, ``on_llm_failure``).
 
     Attributes:
         extract_prompt: Extraction prompt with ``{text}`` and the delimiters.
         max_gleanings: Gleaning rounds (the paper fixes 1).
-        num_workers: LLM calls in flight at once.
-        cache_path: Optional sqlite path for the response cache.
-        fallback_to_cooccurrence: Use the LLM-free graph for unusable chunks.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    llm: LLM = Field(description="The extraction LLM.")
+    llm: LLM | None = Field(
+        default=None, description="The extraction LLM (the suite's rule if None)."
+    )
     extract_prompt: BasePromptTemplate = Field(
         default=EXTRACT_PROMPT, description="Entity/relationship extraction prompt."
     )
     glean_check_prompt: BasePromptTemplate = Field(default=GLEAN_CHECK_PROMPT)
     glean_continue_prompt: BasePromptTemplate = Field(default=GLEAN_CONTINUE_PROMPT)
     max_gleanings: int = Field(default=1, ge=0, description="Gleaning rounds (paper: 1).")
-    num_workers: int = Field(default=4, gt=0, description="Concurrent LLM calls.")
-    max_attempts: int = Field(default=3, gt=0, description="Attempts per LLM call.")
-    timeout: float | None = Field(default=120.0, description="Seconds per LLM attempt.")
-    cache_path: str | None = Field(default=None, description="sqlite response cache file.")
-    fallback_to_cooccurrence: bool = Field(
-        default=True, description="Build unusable chunks' graph without the LLM."
-    )
 
-    _structured: StructuredLLM | None = PrivateAttr(default=None)
+    _caller: LLMCaller | None = PrivateAttr(default=None)
     _fallback: CooccurrenceExtractor = PrivateAttr(default_factory=CooccurrenceExtractor)
     _stats: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _steps: LLMSteps = PrivateAttr(default_factory=lambda: LLMSteps("FG-RAG extractor"))
+    _choice: LLMChoice | None = PrivateAttr(default=None)
 
     def __init__(self, llm: LLM | None = None, **kwargs: Any) -> None:
-        if llm is None:
-            from llama_index.core import Settings
-
-            llm = Settings.llm
         for key in ("extract_prompt", "glean_check_prompt", "glean_continue_prompt"):
             if isinstance(kwargs.get(key), str):
                 kwargs[key] = PromptTemplate(kwargs[key])
@@ -459,21 +474,38 @@ class FGRAGExtractor(TransformComponent):
         return "FGRAGExtractor"
 
     @property
-    def structured(self) -> StructuredLLM:
-        """The cached, retrying wrapper around ``llm`` (built on first use)."""
-        if self._structured is None:
-            self._structured = StructuredLLM(
-                self.llm,
-                cache=LLMCache(self.cache_path) if self.cache_path else None,
-                retry=RetryPolicy(max_attempts=self.max_attempts, timeout=self.timeout),
-                max_concurrency=self.num_workers,
+    def llm_steps(self) -> LLMSteps:
+        """Which LLM and tier extraction used, chunks and fallbacks."""
+        return self._steps
+
+    def attach_steps(self, steps: LLMSteps, choice: LLMChoice | None = None) -> None:
+        """Record into ``steps`` (an index's ledger); ``choice``: the index's LLM, if it has one."""
+        self._steps = steps
+        if choice is not None and (self.llm is None or self.llm is choice.llm):
+            self._choice = choice
+        self._caller = None
+
+    @property
+    def caller(self) -> LLMCaller | None:
+        """The caller of the planned LLM (``None``: extraction runs LLM-free), planned once."""
+        if self._caller is None:
+            choice = self._choice or choose_llm(self.llm)
+            llm = self._steps.plan(
+                STEP,
+                choice,
+                needs="json",
+                stand_in="spaCy co-occurrence graph",
+                on_failure=self.on_llm_failure,
             )
-        return self._structured
+            self.llm = choice.llm
+            self._caller = self.new_caller(llm) if llm is not None else None
+        return self._caller
 
     @property
     def usage(self) -> UsageMeter:
         """LLM calls and tokens spent by this extractor."""
-        return self.structured.meter
+        caller = self.caller
+        return caller.meter if caller is not None else UsageMeter()
 
     @property
     def stats(self) -> dict[str, int]:
@@ -494,113 +526,119 @@ class FGRAGExtractor(TransformComponent):
             **kwargs,
         )
 
+    @staticmethod
+    def reply_budget(text: str) -> int:
+        """``max_tokens`` of one extraction reply: records describe the chunk about twice over."""
+        return 2 * count_tokens(text) + 256
+
     async def aextract_text(self, text: str) -> Extraction:
         """Extraction and gleaning for one text; raises if the LLM call fails."""
-        llm = self.structured
+        llm = self.caller
+        if llm is None:
+            raise ValueError("FGRAGExtractor has no LLM that can extract (see llm_steps)")
         prompt = self._fmt(self.extract_prompt, text=text)
-        # An answer without entities is not cached, so a rerun asks again.
-        answer = await llm.acomplete(prompt, accept=lambda a: bool(parse_extraction(a).entities))
-        result = parse_extraction(answer)
-        history = f"{prompt}{answer}"
+        budget = self.reply_budget(text)
+        # A reply without entities is not cached, so a rerun asks again.
+        reply = await llm.acomplete(
+            prompt, max_tokens=budget, accept=lambda a: bool(parse_extraction(a).entities)
+        )
+        result = parse_extraction(reply.text)
+        history = f"{prompt}{reply.text}"
         # Gleaning only refines a usable answer; an unusable one falls back instead.
         for _ in range(self.max_gleanings if result.entities else 0):
-            check = await llm.acomplete(self._fmt(self.glean_check_prompt, history=history))
-            if not check.strip().lower().lstrip("*\"' ").startswith("yes"):
+            check = await llm.acomplete(
+                self._fmt(self.glean_check_prompt, history=history), max_tokens=32
+            )
+            if not parse_yes_no(check.text):
                 break
             more_prompt = self._fmt(self.glean_continue_prompt, history=history)
-            more = await llm.acomplete(more_prompt)
+            more = await llm.acomplete(more_prompt, max_tokens=budget)
             self._count(gleaning_rounds=1)
-            result.extend(parse_extraction(more))
-            history = f"{more_prompt}{more}"
+            result.extend(parse_extraction(more.text))
+            history = f"{more_prompt}{more.text}"
         return result
 
-    async def _aextract_node(self, node: BaseNode) -> tuple[BaseNode, bool]:
+    async def _aextract_node(self, node: BaseNode) -> tuple[BaseNode, str | None]:
+        """One chunk's graph from the LLM; ``(node, reason)`` when it must fall back."""
         text = node.get_content(metadata_mode=MetadataMode.LLM)
         try:
             extraction = await self.aextract_text(text)
-        except Exception as exc:  # counted and logged; the chunk falls back below
-            logger.warning("FG-RAG extraction failed for chunk %s: %s", node.node_id, exc)
-            extraction = Extraction()
+        except Exception as exc:  # counted and logged by the caller; the chunk falls back
+            logger.debug("FG-RAG extraction failed for chunk %s: %s", node.node_id, exc)
+            return node, reason_of(exc)
         entities, relations, dropped = extraction_to_graph(extraction, "llm")
         self._count(malformed_records=extraction.malformed, dropped_relations=dropped)
         if not entities:
-            return node, False
+            return node, "no entity in the reply"
         _attach(node, entities, relations)
-        return node, True
+        return node, None
 
     async def acall(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> Sequence[BaseNode]:
         """Extract every chunk concurrently; unusable chunks fall back (counted)."""
         nodes = list(nodes)
-        results = await self.structured.amap(
-            nodes,
-            self._aextract_node,
-            return_exceptions=False,
-            show_progress=show_progress,
-            desc="FG-RAG extraction",
+        caller = self.caller
+        self._steps.count(STEP, len(nodes))
+        if caller is None:  # planned LLM-free (the ledger and a log line say why)
+            await asyncio.to_thread(self._fallback.__call__, nodes)
+            self._count(chunks=len(nodes), fallback_chunks=len(nodes))
+            return nodes
+        results = await caller.amap(
+            nodes, self._aextract_node, show_progress=show_progress, desc="FG-RAG extraction"
         )
-        failed = [node for node, ok in results if not ok]
+        failed, reasons = [], []
+        for node, result in zip(nodes, results, strict=True):
+            reason = reason_of(result) if isinstance(result, BaseException) else result[1]
+            if reason is not None:
+                failed.append(node)
+                reasons.append(reason)
         self._count(chunks=len(nodes), llm_chunks=len(nodes) - len(failed))
+        # One WARNING with the counts (an error with on_llm_failure="raise").
+        self._steps.fell_back(STEP, reasons, what="chunk", on_failure=self.on_llm_failure)
         if failed:
-            if self.fallback_to_cooccurrence:
-                logger.warning(
-                    "FG-RAG extraction: %d of %d chunk(s) gave no usable entities; "
-                    "their graph comes from spaCy co-occurrence",
-                    len(failed),
-                    len(nodes),
-                )
-                await self._fallback.acall(failed)
-                self._count(fallback_chunks=len(failed))
-            else:
-                logger.warning(
-                    "FG-RAG extraction: %d of %d chunk(s) gave no usable entities (no fallback)",
-                    len(failed),
-                    len(nodes),
-                )
-                for node in failed:
-                    _attach(node, [], [])
+            await asyncio.to_thread(self._fallback.__call__, failed)
+            self._count(fallback_chunks=len(failed))
         return nodes
 
     def __call__(
         self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
     ) -> Sequence[BaseNode]:
-        """Synchronous :meth:`acall`."""
+        """Synchronous :meth:`acall` (the LLM calls run on the suite's event loop)."""
         return run_sync(lambda: self.acall(nodes, show_progress=show_progress, **kwargs))
 
 
-def is_weak_llm(llm: LLM | None) -> bool:
-    """Whether ``llm`` is the embedded SmolLM2 (too small for tuple extraction)."""
-    if llm is None:
-        return True
-    name = str(getattr(getattr(llm, "metadata", None), "model_name", "") or "")
-    path = str(getattr(llm, "model_path", "") or "")
-    text = f"{name} {path}".lower()
-    return "smollm" in text
-
-
 def default_extractor(
-    llm: LLM | None, include_noun_chunks: bool = False, **kwargs: Any
+    llm: LLM | LLMChoice | None,
+    include_noun_chunks: bool = False,
+    steps: LLMSteps | None = None,
+    **kwargs: Any,
 ) -> TransformComponent:
-    """The extractor a given LLM allows, with a log line saying which builds the graph.
+    """The extractor the LLM allows, planned in ``steps`` (a log line says which builds the graph).
 
-    ``None`` or the embedded SmolLM2 give :class:`CooccurrenceExtractor` (the
-    embedded model cannot write the tuple format); any other LLM gives
-    :class:`FGRAGExtractor`.
+    ``llm`` goes through the suite's rule (``None``: ``Settings.llm``, the
+    environment, the embedded SmolLM2). An LLM that can write the records
+    gives :class:`FGRAGExtractor`; none, or the embedded SmolLM2 (which cannot),
+    gives :class:`CooccurrenceExtractor`, with a warning for the latter.
 
     Args:
-        llm: The LLM, or ``None`` for LLM-free.
+        llm: An LLM, the index's :class:`~..core.llm.LLMChoice`, or ``None``.
         include_noun_chunks: Give the LLM-free extractor noun-chunk nodes too.
+        steps: The ledger to record the choice in (a fresh one when omitted).
         **kwargs: Passed to :class:`FGRAGExtractor`.
     """
-    if llm is None:
-        logger.info("FG-RAG graph: LLM-free (spaCy entities + sentence co-occurrence)")
+    choice = llm if isinstance(llm, LLMChoice) else choose_llm(llm)
+    steps = steps if steps is not None else LLMSteps("FG-RAG")
+    planned = steps.plan(
+        STEP,
+        choice,
+        needs="json",
+        stand_in="spaCy co-occurrence graph",
+        on_failure=kwargs.get("on_llm_failure", "fallback"),
+    )
+    if planned is None:
         return CooccurrenceExtractor(include_noun_chunks=include_noun_chunks)
-    if is_weak_llm(llm):
-        logger.warning(
-            "FG-RAG graph: the embedded LLM cannot write extraction tuples; building the "
-            "graph LLM-free (spaCy entities + sentence co-occurrence) instead"
-        )
-        return CooccurrenceExtractor(include_noun_chunks=include_noun_chunks)
-    logger.info("FG-RAG graph: LLM extraction with %s", type(llm).__name__)
-    return FGRAGExtractor(llm=llm, **kwargs)
+    logger.info("FG-RAG graph: LLM extraction with %s", choice.describe())
+    extractor = FGRAGExtractor(llm=planned, **kwargs)
+    extractor.attach_steps(steps, choice)
+    return extractor

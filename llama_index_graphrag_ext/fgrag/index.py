@@ -39,6 +39,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index.core.settings import Settings
+from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
@@ -46,7 +47,8 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from ..core.compact_store import CompactKVStore, compact_storage_context
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
-from ..core.llm import run_sync
+from ..core.index import INDEX_STORE_FILE, SuiteIndexList
+from ..core.llm import LLMChoice, LLMSteps, choose_llm, run_sync
 from ..core.nodes import prepare_documents
 from ..core.persist import atomic_dir, read_manifest, write_manifest
 from ..core.vectors import StoreTables
@@ -56,6 +58,7 @@ from .extract import (
     DISPLAY_NAME,
     SOURCES,
     CooccurrenceExtractor,
+    FGRAGExtractor,
     default_extractor,
 )
 from .merge import GraphMerge, MergedGraph
@@ -106,8 +109,11 @@ class FGRAGIndex(PropertyGraphIndex):
 
     Args:
         nodes: Chunk nodes to index (``from_documents`` chunks documents first).
-        llm: LLM for extraction; ``None`` (or the embedded SmolLM2) builds the
-            graph LLM-free, and the log says which one built it.
+        llm: LLM for extraction and the query engine; without one the suite's
+            rule picks it once (``Settings.llm``, the environment, the embedded
+            SmolLM2). An LLM that cannot write the records (the embedded
+            SmolLM2) or none builds the graph LLM-free, and a log line says so;
+            :attr:`llm_steps` records which.
         kg_extractors: Extractors to use instead of the default one.
         property_graph_store: Any property graph store (default: in memory).
         embed_model: Embedder for entity vectors (explicit, ``Settings``, or the
@@ -122,6 +128,8 @@ class FGRAGIndex(PropertyGraphIndex):
             ``None`` matches in memory. The vectors also stay on the entity
             nodes of the property graph store, which remains the source of truth.
         vector_namespace: Prefix of the entity table's name in the store (``fgrag``).
+        llm_options: Settings of the default LLM extractor (``max_concurrency``,
+            ``max_attempts``, ``timeout``, ``cache_path``, ``on_llm_failure``).
         **kwargs: Passed on to ``PropertyGraphIndex``.
 
     Example:
@@ -143,6 +151,7 @@ class FGRAGIndex(PropertyGraphIndex):
         storage_context: StorageContext | None = None,
         vector_store: BasePydanticVectorStore | None = None,
         vector_namespace: str | None = None,
+        llm_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         # Kept apart from PropertyGraphIndex's own vector_store (which would embed
@@ -161,8 +170,21 @@ class FGRAGIndex(PropertyGraphIndex):
         self._max_descriptions = int(max_descriptions_per_entity)
         self._snapshot: EntityGraph | None = None
         self._snapshot_lock = threading.RLock()
-        self._extractors_used = [type(e).__name__ for e in (kg_extractors or [])]
-        extractors = kg_extractors or [default_extractor(llm)]
+        #: Which LLM and tier extraction used, and its fallbacks (persisted).
+        self.llm_steps = LLMSteps("FGRAGIndex")
+        self._llm_arg = llm
+        self._llm_choice: LLMChoice | None = None
+        if kg_extractors:
+            extractors = list(kg_extractors)
+            for extractor in extractors:
+                if isinstance(extractor, FGRAGExtractor):
+                    extractor.attach_steps(self.llm_steps)
+        else:
+            # The suite's rule, once: Settings.llm or the environment give the
+            # paper's LLM extraction; the embedded SmolLM2 cannot (warned).
+            extractors = [
+                default_extractor(self.llm_choice, steps=self.llm_steps, **(llm_options or {}))
+            ]
         self._extractors_used = [type(e).__name__ for e in extractors]
         if property_graph_store is None and (
             storage_context is None or storage_context.property_graph_store is None
@@ -172,7 +194,7 @@ class FGRAGIndex(PropertyGraphIndex):
             property_graph_store = CompactPropertyGraphStore()
         super().__init__(
             nodes=nodes,
-            llm=llm,
+            llm=self._llm_choice.llm if self._llm_choice is not None else llm,
             kg_extractors=extractors,
             property_graph_store=property_graph_store,
             embed_kg_nodes=False,
@@ -228,6 +250,13 @@ class FGRAGIndex(PropertyGraphIndex):
     def embed_model(self) -> BaseEmbedding:
         """The embedder of entity vectors (and of query entities)."""
         return self._fg_embed_model
+
+    @property
+    def llm_choice(self) -> LLMChoice:
+        """The index's LLM as the suite's rule picked it, once."""
+        if self._llm_choice is None:
+            self._llm_choice = choose_llm(self._llm_arg)
+        return self._llm_choice
 
     @property
     def extractors_used(self) -> list[str]:
@@ -583,7 +612,7 @@ class FGRAGIndex(PropertyGraphIndex):
         """An [`FGRAGQueryEngine`][llama_index_graphrag_ext.fgrag.engine.FGRAGQueryEngine] over this index."""
         from .engine import FGRAGQueryEngine
 
-        return FGRAGQueryEngine(self, llm=llm or self._llm, **kwargs)
+        return FGRAGQueryEngine(self, llm=llm, **kwargs)  # None: the index's LLM
 
     # ----------------------------------------------------------------- persistence
 
@@ -605,6 +634,14 @@ class FGRAGIndex(PropertyGraphIndex):
             extra["entity_vectors"] = UNIT_ROWS
         with self._snapshot_lock, atomic_dir(persist_dir) as tmp:
             self.storage_context.persist(persist_dir=str(tmp))
+            # LlamaIndex's load_index_from_storage would read this folder as a plain
+            # PropertyGraphIndex; the tagged struct makes it say how to load it instead.
+            tagged = SimpleIndexStore()
+            cls = type(self)
+            tagged.add_index_struct(
+                SuiteIndexList(index_class=f"{cls.__module__}.{cls.__qualname__}")
+            )
+            tagged.persist(str(tmp / INDEX_STORE_FILE))
             write_manifest(
                 tmp,
                 KIND,
@@ -612,6 +649,7 @@ class FGRAGIndex(PropertyGraphIndex):
                 max_descriptions_per_entity=self._max_descriptions,
                 extractors=self._extractors_used,
                 embed_model=getattr(self._fg_embed_model, "model_name", ""),
+                llm_steps=self.llm_steps.to_dict(),
                 **extra,
             )
 
@@ -652,6 +690,9 @@ class FGRAGIndex(PropertyGraphIndex):
             # (Folders written before this field hold the embedder's rows; the
             # first snapshot scales them, exactly as snapshots always did.)
         kwargs.setdefault("max_descriptions_per_entity", manifest["max_descriptions_per_entity"])
+        if llm is None and manifest.get("extractors") == [CooccurrenceExtractor.__name__]:
+            # Built LLM-free: later inserts get the same graph (no LLM resolved at load).
+            kwargs.setdefault("kg_extractors", [CooccurrenceExtractor()])
         recorded = manifest.get("vector_store") or {}
         if vector_store is not None:
             kwargs.setdefault("vector_namespace", recorded.get("namespace"))
@@ -664,6 +705,7 @@ class FGRAGIndex(PropertyGraphIndex):
             vector_store=vector_store,
             **kwargs,
         )
+        index.llm_steps.load(manifest.get("llm_steps"))
         if index._store_tables is not None:
             snapshot = index.graph_snapshot()
             index._store_tables.attach("entities", snapshot.names, snapshot.vectors)
@@ -677,6 +719,7 @@ class FGRAGIndex(PropertyGraphIndex):
             "relations": graph.num_relations,
             "chunks": len(graph.chunks),
             "extractors": self.extractors_used,
+            "llm_steps": self.llm_steps.to_dict(),
         }
 
 

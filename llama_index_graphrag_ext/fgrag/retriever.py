@@ -30,8 +30,8 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.embeddings import embed_query, embed_texts
-from ..core.nlp import load_spacy, normalize_entity, parsing
 from ..core.nodes import require_query, with_evidence
+from ..core.text import load_spacy, normalize_entity, parsing
 from .expansion import Expansion, expand_many
 
 if TYPE_CHECKING:

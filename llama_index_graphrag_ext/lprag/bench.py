@@ -26,10 +26,10 @@ from typing import Any
 
 from llama_index.core.schema import Document
 
-from ..core.defaults import describe_llm
+from ..core.llm import describe_llm, is_embedded
 from ..core.nodes import PassageParser
 from ..eval.registry import BenchContext, BenchSystem, register_method
-from .chunker import LLMAtomicChunker, is_embedded_llm
+from .chunker import LLMAtomicChunker
 from .index import ChunkQueryLinkIndex
 from .retriever import DEFAULT_MAX_CANDIDATES
 
@@ -122,7 +122,7 @@ def build_lprag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
     llm = ctx.llm()
     if llm is None:
         raise ValueError("lprag needs an LLM (--llm embedded or a provider); use lprag-pseudo")
-    embedded = is_embedded_llm(llm)
+    embedded = is_embedded(llm)
     bound = ctx.option("llm_batches", 200 if embedded else -1)
     cache = str(ctx.cache_dir / "lprag-llm.sqlite") if ctx.cache_dir else None
     chunker = (
@@ -141,6 +141,7 @@ def build_lprag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
         query_source="llm",
         max_llm_batches=None if bound < 0 else bound,
         llm_cache_path=cache,
+        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
         **_settings(ctx),
     )
     return BenchSystem(
@@ -152,4 +153,5 @@ def build_lprag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
             chunker=type(chunker).__name__,
             llm_batch_bound=None if bound < 0 else bound,
         ),
+        steps=[index.llm_steps],
     )

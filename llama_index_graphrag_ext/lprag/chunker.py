@@ -6,9 +6,13 @@ pronouns replaced by their referents (App. D, Box D.1). Chunks are therefore new
 text, not slices (conflict C1): each keeps a link to its source document and
 its position, so document-level recall still works.
 
-Without an LLM, with the embedded SmolLM2 (too small to follow the format), or
-for a paragraph whose answer cannot be parsed, the chunker falls back to the
-paragraph's sentences, logs it and counts it in :attr:`LLMAtomicChunker.stats`.
+The LLM is picked once by the suite's rule (``llm=``, ``Settings.llm``, the
+environment, the embedded SmolLM2). The embedded SmolLM2 cannot follow the
+format, so with it (or with no LLM) every paragraph is split into sentences,
+and a WARNING says so. A paragraph whose call fails or whose reply holds no
+chunk gets its sentences too: counted in :attr:`LLMAtomicChunker.stats` and
+:attr:`LLMAtomicChunker.llm_steps`, with one WARNING, or an error with
+``on_llm_failure="raise"``.
 """
 
 from __future__ import annotations
@@ -26,10 +30,9 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from pydantic import Field, PrivateAttr
 
-from ..core.cache import LLMCache
-from ..core.llm import RetryPolicy, StructuredLLM, parse_numbered_lines
-from ..core.nlp import split_long_text, split_sentences_batch
+from ..core.llm import LLMChoice, LLMSettings, LLMSteps, choose_llm, parse_list, reason_of
 from ..core.nodes import chunk_id
+from ..core.text import count_tokens, split_long_text, split_sentences_batch
 from .prompts import ATOMIC_CHUNK_PROMPT
 
 logger = logging.getLogger(__name__)
@@ -61,7 +64,7 @@ def parse_bracketed_items(text: str, *, min_chars: int = 3) -> list[str]:
         The items in order.
     """
     out: dict[str, None] = {}
-    for item in parse_numbered_lines(text or ""):
+    for item in parse_list(text or ""):
         item = item.strip().strip("[]").strip()
         if len(item) < min_chars or _HEADER.match(item):
             continue
@@ -90,50 +93,35 @@ def rule_sentencizer():
     return new_rule_sentencizer()
 
 
-def is_embedded_llm(llm: Any) -> bool:
-    """True for the suite's embedded SmolLM2 (too small for bracketed-list extraction)."""
-    if llm is None:
-        return False
-    name = str(getattr(getattr(llm, "metadata", None), "model_name", "") or "")
-    path = str(getattr(llm, "model_path", "") or "")
-    return "smollm" in (name + path).lower()
+#: The LLM step's name in the step ledger.
+STEP = "atomic-chunks"
 
 
-class LLMAtomicChunker(NodeParser, PromptMixin):
+class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
     """A ``NodeParser`` whose chunks are an LLM's atomic statements (LP-RAG §3.1).
 
     Each document is cut into paragraphs (blank lines; long ones at natural
     boundaries, at most ``max_chars``), one LLM call per paragraph, run
-    concurrently, cached and retried through :class:`~..core.llm.StructuredLLM`.
+    concurrently, cached and retried through :class:`~..core.llm.LLMCaller`.
     Chunks keep their source document (``SOURCE`` relationship, so ``ref_doc_id``
     maps back) and their order (``lp_position`` metadata, previous/next links).
 
     Attributes:
-        llm: The LLM; ``None`` means sentence chunking (LLM-free).
+        llm: The LLM; without one the suite's rule picks it, once.
         max_chars: Longest paragraph sent in one call.
-        max_concurrency: LLM calls in flight at once.
-        max_attempts: Attempts per LLM call (errors, timeouts, rate limits are retried).
-        timeout: Seconds allowed per attempt (``None``: no limit).
-        cache_path: Optional sqlite LLM cache file (a second run makes no calls).
-        allow_embedded_llm: Use the embedded SmolLM2 anyway (by default it is
-            detected and the sentence fallback is used, since it cannot follow
-            the output format).
         min_chars: Shortest chunk kept.
+        max_concurrency, max_attempts, timeout, cache_path, on_llm_failure: See
+            :class:`~..core.llm.LLMSettings`.
     """
 
     llm: LLM | None = Field(default=None, description="LLM that writes the chunks.", exclude=True)
     max_chars: int = Field(default=3000, gt=0, description="Longest paragraph per LLM call.")
-    max_concurrency: int = Field(default=4, gt=0, description="LLM calls in flight at once.")
-    max_attempts: int = Field(default=3, gt=0, description="Attempts per LLM call (retries).")
-    timeout: float | None = Field(default=120.0, gt=0, description="Seconds per LLM attempt.")
-    cache_path: str | None = Field(default=None, description="sqlite LLM response cache.")
-    allow_embedded_llm: bool = Field(
-        default=False, description="Use the embedded SmolLM2 instead of falling back."
-    )
     min_chars: int = Field(default=3, gt=0, description="Shortest chunk kept.")
 
     _prompt: BasePromptTemplate = PrivateAttr(default=ATOMIC_CHUNK_PROMPT)
     _stats: dict[str, int] = PrivateAttr(default_factory=dict)
+    _steps: LLMSteps = PrivateAttr(default_factory=lambda: LLMSteps("LP-RAG LLMAtomicChunker"))
+    _choice: LLMChoice | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -156,18 +144,29 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
         """Counts of the last run: paragraphs, llm_paragraphs, fallback_paragraphs, failures, chunks."""
         return dict(self._stats)
 
+    @property
+    def llm_steps(self) -> LLMSteps:
+        """Which LLM and tier the step used, paragraphs and fallbacks."""
+        return self._steps
+
+    def attach_steps(self, steps: LLMSteps, choice: LLMChoice | None = None) -> None:
+        """Record into ``steps`` (an index's ledger); ``choice``: the index's LLM, if it has one."""
+        self._steps = steps
+        if choice is not None and (self.llm is None or self.llm is choice.llm):
+            self._choice = choice
+
     # ----------------------------------------------------------- parsing
 
     def _use_llm(self) -> LLM | None:
-        if self.llm is None:
-            return None
-        if is_embedded_llm(self.llm) and not self.allow_embedded_llm:
-            logger.warning(
-                "LLMAtomicChunker: the embedded SmolLM2 cannot follow the chunk format; "
-                "using sentence chunks instead (pass allow_embedded_llm=True to force it)"
-            )
-            return None
-        return self.llm
+        """The LLM planned for this run (``None``: sentences, LLM-free; the ledger says why)."""
+        choice = self._choice or choose_llm(self.llm)
+        return self._steps.plan(
+            STEP,
+            choice,
+            needs="json",
+            stand_in="sentence chunks",
+            on_failure=self.on_llm_failure,
+        )
 
     def _paragraphs(self, text: str) -> list[str]:
         out = []
@@ -196,56 +195,44 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
             "chunks": 0,
         }
         answers: list[Any] = [None] * len(paragraphs)
-        if llm is None:
-            if paragraphs:
-                logger.info(
-                    "LLMAtomicChunker: no LLM; chunking %d paragraph(s) into sentences",
-                    len(paragraphs),
-                )
-        else:
-            structured = StructuredLLM(
-                llm,
-                cache=LLMCache(self.cache_path) if self.cache_path else None,
-                retry=RetryPolicy(max_attempts=self.max_attempts, timeout=self.timeout),
-                max_concurrency=self.max_concurrency,
-            )
-            prompts = [self._prompt.format(text=p) for _, p in paragraphs]
+        self._steps.count(STEP, len(paragraphs))
+        if llm is not None:
+            caller = self.new_caller(llm)
 
-            def usable(answer: str) -> bool:
-                return bool(parse_bracketed_items(answer, min_chars=self.min_chars))
+            def usable(text: str) -> bool:
+                return bool(parse_bracketed_items(text, min_chars=self.min_chars))
 
-            async def ask(prompt: str) -> str:
-                # Unusable answers stay out of the cache, so a rerun asks again.
-                return await structured.acomplete(prompt, accept=usable)
+            async def ask(paragraph: str) -> str:
+                # Unusable replies stay out of the cache, so a rerun asks again.
+                budget = 2 * count_tokens(paragraph) + 64
+                prompt = self._prompt.format(text=paragraph)
+                return (await caller.acomplete(prompt, max_tokens=budget, accept=usable)).text
 
-            answers = structured.map(
-                prompts, ask, show_progress=show_progress, desc="Atomic chunks"
+            answers = caller.map(
+                [p for _, p in paragraphs], ask, show_progress=show_progress, desc="Atomic chunks"
             )
         pieces: list[list[str]] = []
         fallback_rows: list[int] = []
+        reasons: list[str] = []
         for row, answer in enumerate(answers):
             items = []
             if isinstance(answer, BaseException):
                 stats["failures"] += 1
+                reasons.append(reason_of(answer))
             elif answer is not None:
                 items = parse_bracketed_items(answer, min_chars=self.min_chars)
                 if not items:
+                    reasons.append("unusable reply")
                     logger.debug("unusable chunker answer: %.200s", answer)
             if items:
                 stats["llm_paragraphs"] += 1
             else:
                 fallback_rows.append(row)
             pieces.append(items)
+        # One WARNING with the counts (an error with on_llm_failure="raise").
+        self._steps.fell_back(STEP, reasons, what="paragraph", on_failure=self.on_llm_failure)
         if fallback_rows:
             stats["fallback_paragraphs"] = len(fallback_rows)
-            if llm is not None:
-                logger.warning(
-                    "LLMAtomicChunker: %d of %d paragraph(s) fell back to sentences "
-                    "(%d failed call(s), the rest unparsable)",
-                    len(fallback_rows),
-                    len(paragraphs),
-                    stats["failures"],
-                )
             sentences = split_sentences_batch(
                 [paragraphs[r][1] for r in fallback_rows], nlp=rule_sentencizer()
             )
@@ -257,7 +244,9 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
         for (d_i, _), items, answer in zip(paragraphs, pieces, answers, strict=True):
             origin = (
                 "llm"
-                if answer is not None and not isinstance(answer, BaseException)
+                if answer is not None
+                and not isinstance(answer, BaseException)
+                and parse_bracketed_items(answer, min_chars=self.min_chars)
                 else "sentence"
             )
             for text in items:
@@ -295,4 +284,4 @@ class LLMAtomicChunker(NodeParser, PromptMixin):
         return node
 
 
-__all__ = ["LLMAtomicChunker", "is_embedded_llm", "parse_bracketed_items"]
+__all__ = ["LLMAtomicChunker", "parse_bracketed_items"]

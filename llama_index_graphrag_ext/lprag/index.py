@@ -33,10 +33,11 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges, top_k
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
+from ..core.llm import LLMSettings
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.vectors import InMemoryVectorTable
 from .bridges import bridge_edges, bridge_queries, title_mentions, union_edges
-from .chunker import is_embedded_llm, new_rule_sentencizer
+from .chunker import new_rule_sentencizer
 from .models import (
     PREDICTORS,
     ChunkStructure,
@@ -63,6 +64,8 @@ logger = logging.getLogger(__name__)
 MODEL_FILE = "link_predictor.pt"
 STATE_FILE = "lprag_state.json"
 QUERY_SOURCES = ("auto", "llm", "pseudo")
+#: The LLM step's name in the step ledger.
+QUERY_STEP = "synthetic-queries"
 UPDATE_POLICIES = ("finetune", "retrain", "none")
 #: Batches whose queries are made at a time (see ``_write_queries``).
 _QUERY_BLOCK = 512
@@ -90,8 +93,10 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     * ``k``: neighbours of the mutual-kNN chunk graph (5);
     * ``query_neighbors``: chunks a query node is attached to for messages (``M`` = 10);
     * ``queries_per_batch``: queries per batch (``n_B`` = 2);
-    * ``query_source``: ``llm``, ``pseudo`` or ``auto`` (the LLM when one is set,
-      the embedded SmolLM2 included, else pseudo-queries);
+    * ``query_source``: ``llm``, ``pseudo`` or ``auto``: the index's LLM as the
+      suite's rule picks it (``llm=``, ``Settings.llm``, the environment, the
+      embedded SmolLM2, which writes short questions), pseudo-queries only when
+      none resolves; ``llm`` makes no LLM an error;
     * ``max_llm_batches``: bound on LLM-written batches (the rest get pseudo-queries);
     * ``pseudo_max_words``: longest sentence window in a pseudo-query (20);
     * ``hidden``, ``layers``, ``lr``, ``weight_decay``, ``epochs``, ``negatives``,
@@ -101,7 +106,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     * ``update_policy``: ``finetune``, ``retrain`` or ``none`` (module docs);
     * ``finetune_epochs``: epochs of a fine-tune after an insert (20);
     * ``llm_cache_path``: optional sqlite cache of LLM answers;
-    * ``max_concurrency``: LLM calls in flight at once.
+    * ``max_concurrency``, ``max_attempts``, ``timeout``, ``on_llm_failure``: the
+      LLM call settings (see :class:`~..core.llm.LLMSettings`); a batch whose
+      questions cannot be had gets pseudo-queries, counted in ``llm_steps``.
     """
 
     index_kind = "lprag-chunk-query-link"
@@ -134,6 +141,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         finetune_epochs: int = 20,
         llm_cache_path: str | None = None,
         max_concurrency: int = 4,
+        max_attempts: int = 3,
+        timeout: float | None = 60.0,
+        on_llm_failure: str = "fallback",
     ) -> None:
         if predictor not in PREDICTORS:
             raise ValueError(f"unknown predictor {predictor!r}; choose one of {PREDICTORS}")
@@ -167,6 +177,13 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             "llm_cache_path": llm_cache_path,
             "max_concurrency": max_concurrency,
         }
+        self.llm_call_settings = LLMSettings(
+            max_concurrency=max_concurrency,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            cache_path=llm_cache_path,
+            on_llm_failure=on_llm_failure,
+        )
         self.train_config = TrainConfig(
             predictor=predictor,
             hidden=hidden,
@@ -199,7 +216,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         train = self.train_config.to_dict()
         train.pop("hard_pool")
         train.pop("eval_every")
-        return {**self._settings, **train}
+        calls = self.llm_call_settings
+        llm = {"max_attempts": calls.max_attempts, "timeout": calls.timeout}
+        return {**self._settings, **llm, "on_llm_failure": calls.on_llm_failure, **train}
 
     @property
     def predictor(self) -> str:
@@ -373,12 +392,19 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         generator = SyntheticQueryGenerator(
             llm,
             per_batch=int(self._settings["queries_per_batch"]),
-            max_concurrency=int(self._settings["max_concurrency"]),
-            cache_path=self._settings["llm_cache_path"],
+            settings=self.llm_call_settings,
         )
         answers = generator.generate(
             [[texts[int(c)] for c in batches[b]] for b in chosen],
             show_progress=self._show_progress,
+        )
+        self.llm_steps.count(QUERY_STEP, len(chosen))
+        # One WARNING with the counts (an error with on_llm_failure="raise").
+        self.llm_steps.fell_back(
+            QUERY_STEP,
+            generator.failures,
+            what="batch",
+            on_failure=self.llm_call_settings.on_llm_failure,
         )
         stats["llm_batches"] = sum(1 for q in answers if q)
         stats.update({f"llm_{k}": v for k, v in generator.stats.items() if k != "queries"})
@@ -433,20 +459,20 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                 builder.add(text, batches[b], origin, first_chunk_id=first)
 
     def _query_llm(self):
+        """The LLM that writes synthetic queries, planned once in ``llm_steps`` (§3.2)."""
         source = self._settings["query_source"]
         if source == "pseudo":
             return None
-        llm = self._llm
-        if llm is None and source == "llm":
-            llm = self.llm  # resolve Settings / the environment
-        if llm is None:
-            if source == "llm":
-                raise ValueError("query_source='llm' but no LLM is configured")
-            logger.info("no LLM: LLM-free pseudo-queries (see lprag.queries)")
-            return None
-        if is_embedded_llm(llm):
-            logger.info("synthetic queries from the embedded SmolLM2 (short questions only)")
-        return llm
+        choice = self.llm_choice  # the suite's rule, resolved once for the index
+        if choice.llm is None and source == "llm":
+            raise ValueError("query_source='llm' but no LLM resolves (provider 'none')")
+        return self.llm_steps.plan(
+            QUERY_STEP,
+            choice,
+            needs="text",
+            stand_in="pseudo-queries (sentence windows)",
+            on_failure=self.llm_call_settings.on_llm_failure,
+        )
 
     def _link_graph(self) -> LinkGraph:
         z_c = self._chunks.matrix

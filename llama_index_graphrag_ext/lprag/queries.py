@@ -9,8 +9,8 @@ predictor learns.
 Two query sources:
 
 * :class:`SyntheticQueryGenerator` — the paper's LLM step (our prompt, same
-  bracketed output format), concurrent, cached, retried; batches whose answer
-  cannot be parsed are counted and left to the pseudo-query fallback.
+  bracketed output format), concurrent, cached, retried; batches whose call
+  fails or whose reply holds no question are counted and get pseudo-queries.
 * :func:`pseudo_queries` — the LLM-free stand-in (the paper has none). Honestly:
   these are *not* questions. Query 1 of a batch is a window of at most
   ``max_words`` words of one sentence of the target chunk; query 2 joins such a
@@ -32,9 +32,8 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from spacy.language import Language
 
-from ..core.cache import LLMCache
-from ..core.llm import StructuredLLM
-from ..core.nlp import split_sentences_batch
+from ..core.llm import LLMSettings, reason_of
+from ..core.text import split_sentences_batch
 from .chunker import parse_bracketed_items, rule_sentencizer
 from .prompts import SYNTHETIC_QUERY_PROMPT
 
@@ -182,13 +181,13 @@ class SyntheticQueryGenerator(PromptMixin):
     """LLM-written questions for batches of chunks (LP-RAG Eq. 3, Box D.3 format).
 
     Args:
-        llm: Any LlamaIndex LLM.
+        llm: Any LlamaIndex LLM (the index picks it by the suite's rule).
         per_batch: Questions kept per batch (``n_B = 2``; extra ones are dropped,
             conflict C3).
         max_chunk_chars: Each chunk is clipped to this many characters in the prompt.
-        max_concurrency: LLM calls in flight at once.
-        cache_path: Optional sqlite LLM cache.
         min_words: Shortest question kept.
+        settings: The LLM call settings (concurrency, retries, time-out, cache;
+            see :class:`~..core.llm.LLMSettings`).
     """
 
     def __init__(
@@ -197,9 +196,8 @@ class SyntheticQueryGenerator(PromptMixin):
         *,
         per_batch: int = 2,
         max_chunk_chars: int = 600,
-        max_concurrency: int = 4,
-        cache_path: str | None = None,
         min_words: int = 3,
+        settings: LLMSettings | None = None,
     ) -> None:
         if llm is None:
             raise ValueError("SyntheticQueryGenerator needs an LLM")
@@ -210,12 +208,10 @@ class SyntheticQueryGenerator(PromptMixin):
         self.max_chunk_chars = max_chunk_chars
         self.min_words = min_words
         self.prompt: BasePromptTemplate = SYNTHETIC_QUERY_PROMPT
-        self.structured = StructuredLLM(
-            llm,
-            cache=LLMCache(cache_path) if cache_path else None,
-            max_concurrency=max_concurrency,
-        )
+        self.caller = (settings or LLMSettings()).new_caller(llm)
         self.stats: dict[str, int] = {}
+        #: One reason per batch that got no question (the caller counts them as fallbacks).
+        self.failures: list[str] = []
 
     def _get_prompts(self) -> PromptDictType:
         return {"synthetic_query_prompt": self.prompt}
@@ -238,7 +234,7 @@ class SyntheticQueryGenerator(PromptMixin):
         )
 
     def parse(self, answer: str) -> list[str]:
-        """Questions in an answer (bracketed or listed lines), at most ``per_batch``."""
+        """Questions in a reply (bracketed or listed lines), at most ``per_batch``."""
         items = [q for q in parse_bracketed_items(answer) if len(q.split()) >= self.min_words]
         return items[: self.per_batch]
 
@@ -247,26 +243,35 @@ class SyntheticQueryGenerator(PromptMixin):
     ) -> list[list[str]]:
         """Questions for each batch; ``[]`` where the call failed or gave nothing usable.
 
-        Failures and unusable answers are counted in :attr:`stats` and logged.
+        Failures and unusable replies are counted in :attr:`stats`, their reasons
+        kept in :attr:`failures`.
         """
         prompts = [self.format(texts) for texts in batch_texts]
+        budget = 48 * self.per_batch + 48
 
         async def ask(prompt: str) -> str:
-            # Unusable answers stay out of the cache, so a rerun asks again.
-            return await self.structured.acomplete(prompt, accept=lambda a: bool(self.parse(a)))
+            # Unusable replies stay out of the cache, so a rerun asks again.
+            reply = await self.caller.acomplete(
+                prompt, max_tokens=budget, accept=lambda a: bool(self.parse(a))
+            )
+            return reply.text
 
-        answers: list[Any] = self.structured.map(
+        answers: list[Any] = self.caller.map(
             prompts, ask, show_progress=show_progress, desc="Synthetic queries"
         )
         out: list[list[str]] = []
         failed = empty = 0
+        self.failures = []
         for answer in answers:
             if isinstance(answer, BaseException):
                 failed += 1
+                self.failures.append(reason_of(answer))
                 out.append([])
                 continue
             questions = self.parse(answer)
-            empty += not questions
+            if not questions:
+                empty += 1
+                self.failures.append("unusable reply")
             out.append(questions)
         self.stats = {
             "batches": len(prompts),
@@ -274,11 +279,4 @@ class SyntheticQueryGenerator(PromptMixin):
             "unusable_answers": empty,
             "queries": sum(len(q) for q in out),
         }
-        if failed or empty:
-            logger.warning(
-                "synthetic queries: %d of %d batch(es) failed and %d gave no usable question",
-                failed,
-                len(prompts),
-                empty,
-            )
         return out

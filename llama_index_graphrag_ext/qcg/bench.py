@@ -112,6 +112,7 @@ def build_qcg(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
         alpha=ctx.option("alpha", 0.8),
         output_format=ctx.option("format", "auto"),
         max_concurrency=ctx.option("concurrency", 4),
+        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
         cache_path=_cache_path(ctx),
         show_progress=ctx.show_progress,
     )
@@ -127,4 +128,4 @@ def build_qcg(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
     )
     info = _info(index)
     info["cache"] = generator.cache_path
-    return BenchSystem(retriever=index.as_retriever(), info=info)
+    return BenchSystem(retriever=index.as_retriever(), info=info, steps=[index.llm_steps])

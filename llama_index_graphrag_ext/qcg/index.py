@@ -179,9 +179,11 @@ class QueryCentricGraphIndex(GraphIndexBase):
         }
         explicit = {key: v for key, v in explicit.items() if v is not None}
         if generator is None and preset is None:
-            generator = "doc2query" if self._llm_available() else "sentences"
+            # The suite's rule, once: an LLM (the embedded SmolLM2 included, which
+            # writes Doc2Query lines) gives the paper's pairs; none gives sentences.
+            generator = "doc2query" if self.llm is not None else "sentences"
             if generator == "sentences":
-                logger.warning("QCG: no LLM configured; using LLM-free sentence query nodes")
+                logger.info("QCG: no LLM (provider 'none'); LLM-free sentence query nodes")
         if preset is None:
             preset = "sentences" if _kind_of(generator) == "sentences" else "multihop-rag"
         if preset not in PRESETS:
@@ -189,8 +191,9 @@ class QueryCentricGraphIndex(GraphIndexBase):
         settings = {**PRESETS[preset], **explicit}
         self.preset = preset
         self.generator = _generator_from(generator or settings["generator"], settings)
-        if getattr(self.generator, "llm", "absent") is None and self._llm is not None:
-            self.generator.llm = self._llm
+        if isinstance(self.generator, Doc2QueryGenerator):
+            index_choice = self.llm_choice if self.generator.llm is None else None
+            self.generator.attach_steps(self.llm_steps, index_choice)
         self.generator.embed_model = self._embed_model
         self.k = int(settings["k"])
         if self.k <= 0:
@@ -202,18 +205,6 @@ class QueryCentricGraphIndex(GraphIndexBase):
         self._layer = QueryLayer.empty(self.k, exclude_same_chunk=self.exclude_same_chunk)
         self._graph_cache: tuple[QueryLayer, TypedGraph] | None = None
         self.build_stats: Counter[str] = Counter()
-
-    def _llm_available(self) -> bool:
-        if self._llm is not None:
-            return True
-        from ..core.defaults import resolve_llm
-
-        try:
-            self._llm = resolve_llm(None)
-        except Exception as exc:  # a missing local model is not fatal here
-            logger.warning("QCG: LLM unavailable (%s)", exc)
-            return False
-        return self._llm is not None
 
     def config(self) -> dict[str, Any]:
         """Settings persisted in the manifest (the generator as its plain settings)."""

@@ -1,16 +1,19 @@
-"""Tolerant parsing of generated question-answer pairs (paper §3.3, indexing step 1).
+"""Question-answer pairs as models write them (paper §3.3, indexing step 1).
 
-Generators answer in many shapes. :func:`parse_pairs` accepts
+:class:`QAPairs` is the structured output asked of capable LLMs (JSON schema
+or a tool call where the model supports them). Replies in text are read by
+:func:`parse_pairs`, which accepts
 
-* a JSON array of objects (``query``/``question``/``q`` and ``answer``/``a`` keys),
-  possibly wrapped in an object (``{"pairs": [...]}``), fenced, or slightly broken
-  (repaired by :func:`~llama_index_graphrag_ext.core.llm.parse_json_lenient`);
-* a JSON array of ``[query, answer]`` lists;
+* JSON in any realistic shape: an array of objects (``query``/``question``/``q``
+  and ``answer``/``a`` keys) or of ``[query, answer]`` lists, wrapped in an
+  object under any key (``{"qa_pairs": [...]}``), keyed by number
+  (``{"1": {...}, "2": {...}}``), fenced, after a preamble, with commentary
+  after it, or slightly broken (``json-repair``; see :mod:`...core.llm.parse`);
 * line formats: ``Q: ... A: ...`` on one line, ``Q:``/``A:`` on consecutive
   lines, or numbered questions ``1. Who ...? Answer`` split at the question mark.
 
-Duplicates (same normalised query) are dropped; :func:`normalize_query` says
-what counts as the same.
+Reasoning blocks (``<think>``) are ignored. Duplicates (same normalised query)
+are dropped; :func:`normalize_query` says what counts as the same.
 """
 
 from __future__ import annotations
@@ -18,11 +21,47 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.llm import LLMOutputError, parse_json_lenient, parse_numbered_lines
+from pydantic import AliasChoices, BaseModel, Field, model_validator
+
+from ..core.llm import LLMOutputError, parse_list, strip_reasoning, validate_reply
 
 _QUERY_KEYS = ("query", "question", "q")
 _ANSWER_KEYS = ("answer", "a", "response")
-_CONTAINER_KEYS = ("pairs", "queries", "questions", "items", "data", "results", "output")
+
+
+class QAPair(BaseModel):
+    """One generated question and its short answer."""
+
+    query: str = Field(
+        description="A question the passage answers.",
+        validation_alias=AliasChoices("query", "question", "q"),
+    )
+    answer: str = Field(
+        default="",
+        description="Its short answer, taken from the passage.",
+        validation_alias=AliasChoices("answer", "a", "response"),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_other_shapes(cls, value: Any) -> Any:
+        # ["question", "answer"] lists and "Question? Answer" strings.
+        if isinstance(value, (list, tuple)) and value and isinstance(value[0], str):
+            return {"query": value[0], "answer": value[1] if len(value) > 1 else ""}
+        if isinstance(value, str):
+            split = _split_question(value)
+            return {"query": split[0], "answer": split[1]} if split else {"query": ""}
+        if isinstance(value, dict):  # keys in any case: "Question", "A", "QUERY"
+            return {str(k).strip().lower(): v for k, v in value.items()}
+        return value
+
+
+class QAPairs(BaseModel):
+    """The Doc2Query output: question-answer pairs grounded in one passage."""
+
+    pairs: list[QAPair] = Field(description="The question-answer pairs.")
+
+
 _QA_INLINE = re.compile(
     r"^\s*(?:\d+\s*[.)]\s*)?(?:\*\*)?(?:q(?:uery|uestion)?)\s*\d*\s*[:.)-]\s*(?:\*\*)?\s*(?P<q>.+?)"
     r"\s*(?:\||;|\s)\s*(?:\*\*)?a(?:nswer)?\s*\d*\s*[:.)-]\s*(?:\*\*)?\s*(?P<a>.+?)\s*$",
@@ -58,21 +97,6 @@ def _clean_query(text: Any) -> str:
     return _LEADING_NUMBER.sub("", _clean(text))
 
 
-def _pair_from_item(item: Any) -> tuple[str, str] | None:
-    if isinstance(item, dict):
-        lowered = {str(k).lower(): v for k, v in item.items()}
-        query = next((lowered[k] for k in _QUERY_KEYS if k in lowered), None)
-        answer = next((lowered[k] for k in _ANSWER_KEYS if k in lowered), "")
-        if query is None:
-            return None
-        return _clean(query), _clean(answer)
-    if isinstance(item, (list, tuple)) and 1 <= len(item) <= 3 and isinstance(item[0], str):
-        return _clean(item[0]), _clean(item[1]) if len(item) > 1 else ""
-    if isinstance(item, str):
-        return _split_question(item)
-    return None
-
-
 def _split_question(line: str) -> tuple[str, str] | None:
     """``"Who wrote X? Jane Doe"`` -> ``("Who wrote X?", "Jane Doe")``."""
     line = _clean(line)
@@ -82,21 +106,6 @@ def _split_question(line: str) -> tuple[str, str] | None:
     if cut == -1:
         return line, ""
     return line[: cut + 1].strip(), line[cut + 1 :].strip(" -:|").strip()
-
-
-def _from_json(value: Any) -> list[tuple[str, str]] | None:
-    if isinstance(value, dict):
-        lowered = {str(k).lower(): v for k, v in value.items()}
-        inner = next((lowered[k] for k in _CONTAINER_KEYS if k in lowered), None)
-        if isinstance(inner, list):
-            value = inner
-        else:
-            single = _pair_from_item(value)
-            return [single] if single else None
-    if not isinstance(value, list):
-        return None
-    pairs = [p for p in (_pair_from_item(item) for item in value) if p is not None]
-    return pairs or None
 
 
 def _from_lines(text: str) -> list[tuple[str, str]]:
@@ -141,7 +150,7 @@ def _from_lines(text: str) -> list[tuple[str, str]]:
         return pairs
     # Numbered or bulleted questions, the answer after the question mark; lines
     # without a question mark are prose ("Sure, here you go"), not queries.
-    items = [i for i in parse_numbered_lines(text) if "?" in i]
+    items = [i for i in parse_list(text) if "?" in i]
     return [p for p in (_split_question(i) for i in items) if p]
 
 
@@ -157,16 +166,22 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
     Returns:
         The pairs; ``[]`` when nothing usable was found.
     """
-    if not text or not text.strip():
+    text = strip_reasoning(text or "")
+    if not text.strip():
         return []
-    pairs: list[tuple[str, str]] | None = None
+    pairs: list[tuple[str, str]] = []
     if re.search(r"[\[{]", text):
         try:
-            pairs = _from_json(parse_json_lenient(text))
+            pairs = [(p.query, p.answer) for p in validate_reply(QAPairs, text).pairs]
         except LLMOutputError:
-            pairs = None
+            pairs = []
     if not pairs:
         pairs = _from_lines(text)
+    return dedupe_pairs(pairs)
+
+
+def dedupe_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Pairs cleaned (list numbers, quotes), without empty or repeated queries."""
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
     for query, answer in pairs:

@@ -12,21 +12,29 @@
 All of it is array work on the index's current snapshot: one matrix-vector
 product over the query nodes, adjacency lookups for the hops, ``bincount`` for
 the chunk means. Retrieval is safe from several threads at once.
+
+With ``reranker=`` (any LlamaIndex reranking postprocessor, e.g. a BGE
+cross-encoder through ``FlagEmbeddingReranker``; not in the paper) the
+``rerank_candidates`` best chunks of step 3 are re-ranked against the question
+and the reranker is asked for exactly ``K``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.embeddings import aembed_query, embed_query, normalize_rows, top_k_of_scores
+from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
+from ..core.rerank import rerank
 from .graph import QueryLayer
 
 if TYPE_CHECKING:
@@ -200,6 +208,9 @@ class QCGRetriever(BaseRetriever):
         aggregator: ``mean`` (paper), ``max`` or ``sum``.
         chunk_weight: Votes of the chunk's own cosine (0: paper; see :class:`RetrievalParams`).
         max_evidence: Query nodes listed per chunk in the evidence (best first).
+        reranker: Any LlamaIndex reranking postprocessor; re-ranks the best
+            ``rerank_candidates`` chunks and keeps ``K`` (not in the paper).
+        rerank_candidates: Chunks handed to the reranker (default ``3 K``).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
     """
 
@@ -215,6 +226,8 @@ class QCGRetriever(BaseRetriever):
         aggregator: Aggregator | None = None,
         chunk_weight: float | None = None,
         max_evidence: int = 8,
+        reranker: BaseNodePostprocessor | None = None,
+        rerank_candidates: int | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         base = index.retrieval_params
@@ -231,6 +244,10 @@ class QCGRetriever(BaseRetriever):
         self.params = RetrievalParams(**values)
         self._index = index
         self.max_evidence = max_evidence
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates or 3 * self.params.similarity_top_k
+        if self.rerank_candidates < self.params.similarity_top_k:
+            raise ValueError("rerank_candidates must be at least similarity_top_k (K)")
         super().__init__(callback_manager=callback_manager or index._callback_manager)
 
     @property
@@ -238,24 +255,41 @@ class QCGRetriever(BaseRetriever):
         """``K``."""
         return self.params.similarity_top_k
 
-    def _results(self, layer: QueryLayer, query_vector: np.ndarray) -> list[NodeWithScore]:
+    def _results(
+        self, layer: QueryLayer, query_vector: np.ndarray, query: str
+    ) -> list[NodeWithScore]:
         search = self._index.row_search("queries", layer, lambda: layer.ids, layer.matrix)
-        found = collect(layer, normalize_rows(query_vector)[0], self.params, search)
+        params = self.params
+        if self.reranker is not None:
+            params = replace(params, similarity_top_k=self.rerank_candidates)
+        found = collect(layer, normalize_rows(query_vector)[0], params, search)
         if not len(found.chunk_codes):
             return []
         chunk_ids = [layer.chunks[c] for c in found.chunk_codes]
         chunks = self._index.get_chunks(chunk_ids)
+        order = [(i, float(s)) for i, s in enumerate(found.chunk_scores)]
+        if self.reranker is not None:
+            order = rerank(
+                self.reranker,
+                query,
+                [c.get_content() for c in chunks],
+                keep=self.params.similarity_top_k,
+                scores=found.chunk_scores.tolist(),
+            )
         node_codes = layer.chunk_codes[found.rows]
         out = []
-        for rank, (code, score, chunk) in enumerate(
-            zip(found.chunk_codes, found.chunk_scores, chunks, strict=True)
-        ):
+        for rank, (i, score) in enumerate(order[: self.params.similarity_top_k]):
+            code = found.chunk_codes[i]
             mine = np.flatnonzero(node_codes == code)
             mine = mine[np.argsort(-found.cos[mine], kind="stable")]
             evidence = self._evidence(layer, found, mine, rank)
             if self.params.chunk_weight > 0:
-                evidence["chunk_cosine"] = round(float(found.chunk_cos[rank]), 4)
-            out.append(with_evidence(chunk, float(score), evidence))
+                evidence["chunk_cosine"] = round(float(found.chunk_cos[i]), 4)
+            if self.reranker is not None:
+                evidence["qcg_score"] = round(float(found.chunk_scores[i]), 4)
+                evidence["qcg_rank"] = i + 1
+                evidence["reranker"] = type(self.reranker).__name__
+            out.append(with_evidence(chunks[i], score, evidence))
         return out
 
     def _evidence(
@@ -294,14 +328,8 @@ class QCGRetriever(BaseRetriever):
         vector = query_bundle.embedding
         if vector is None:
             vector = embed_query(self._index.embed_model, query_bundle.query_str)
-        return self._results(layer, np.asarray(vector, dtype=np.float32))
+        return self._results(layer, np.asarray(vector, dtype=np.float32), query_bundle.query_str)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        require_query(query_bundle.query_str, query_bundle.embedding)
-        layer = self._index.layer
-        if len(layer) == 0:
-            return []
-        vector = query_bundle.embedding
-        if vector is None:
-            vector = await aembed_query(self._index.embed_model, query_bundle.query_str)
-        return self._results(layer, np.asarray(vector, dtype=np.float32))
+        # Embedding, scoring and reranking are CPU work: off the caller's loop.
+        return await asyncio.to_thread(self._retrieve, query_bundle)

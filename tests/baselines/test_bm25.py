@@ -7,8 +7,8 @@ from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.baselines import BM25Retriever
 from llama_index_graphrag_ext.baselines import bm25 as bm25_module
-from llama_index_graphrag_ext.core.nlp import BM25, tokenize
 from llama_index_graphrag_ext.core.nodes import EVIDENCE_KEY, documents_to_chunks
+from llama_index_graphrag_ext.core.text import BM25, tokenize
 
 TEXTS = [
     "Warsaw is the capital of Poland on the Vistula.",

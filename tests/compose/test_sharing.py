@@ -11,15 +11,15 @@ from llama_index_graphrag_ext.compose.sharing import (
     format_sharing,
     measure_sharing,
 )
-from llama_index_graphrag_ext.core.cache import LLMCache
-from llama_index_graphrag_ext.core.nlp import (
+from llama_index_graphrag_ext.core.llm.cache import LLMCache
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.core.text import (
     DEFAULT_ENTITY_LABELS,
     ParseCache,
     analyze_batch,
     load_spacy,
     shared_parses,
 )
-from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue import MultiPartiteIndex
 
 DOCS = [

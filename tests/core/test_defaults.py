@@ -3,41 +3,10 @@ from llama_index.core import Settings
 from llama_index.core.llms import ChatMessage
 
 from llama_index_graphrag_ext.core import defaults
-from llama_index_graphrag_ext.testing import ScriptedLLM
+from llama_index_graphrag_ext.core.llm import LLMCaller, LLMTruncatedError, is_embedded, llm_tier
 
 
-def test_provider_from_env_precedence():
-    assert defaults.provider_from_env({}) == "embedded"
-    assert defaults.provider_from_env({"OPENAI_API_KEY": "sk-x"}) == "openai"
-    assert (
-        defaults.provider_from_env(
-            {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}
-        )
-        == "openai-like"
-    )
-    assert defaults.provider_from_env({"OPENAI_API_KEY": "k", "GRAPHRAG_LLM": "none"}) == "none"
-    with pytest.raises(ValueError, match="GRAPHRAG_LLM"):
-        defaults.provider_from_env({"GRAPHRAG_LLM": "bogus"})
-
-
-def test_llm_for_provider_builds_real_clients_without_network():
-    env = {"OPENAI_API_KEY": "sk-test", "GRAPHRAG_LLM_MODEL": "gpt-4o-mini"}
-    openai = defaults.llm_for_provider("openai", env)
-    assert type(openai).__name__ == "OpenAI" and openai.model == "gpt-4o-mini"
-    like = defaults.llm_for_provider(
-        "openai-like", {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "GRAPHRAG_LLM_MODEL": "qwen"}
-    )
-    assert type(like).__name__ == "OpenAILike" and like.api_base == "http://127.0.0.1:9/v1"
-    assert defaults.llm_for_provider("none") is None
-    with pytest.raises(ValueError, match="openai-like needs"):
-        defaults.llm_for_provider("openai-like", {})
-
-
-def test_resolve_prefers_explicit_then_settings(monkeypatch, bow_embed):
-    scripted = ScriptedLLM(default="x")
-    assert defaults.resolve_llm(scripted) is scripted
-    monkeypatch.setattr(Settings, "_llm", scripted)
-    assert defaults.resolve_llm(None) is scripted
+def test_resolve_embed_model_prefers_explicit_then_settings(monkeypatch, bow_embed):
     assert defaults.resolve_embed_model(bow_embed) is bow_embed
     monkeypatch.setattr(Settings, "_embed_model", bow_embed)
     assert defaults.resolve_embed_model(None) is bow_embed
@@ -61,3 +30,21 @@ def test_embedded_models_load_offline():
     assert len(embed.get_text_embedding("hello")) == 384
     llm = defaults.embedded_llm(max_new_tokens=8)
     assert llm.complete("Say yes.").text.strip()
+    assert is_embedded(llm) and llm_tier(llm) == "embedded-llm"
+
+
+@pytest.mark.embedded
+def test_embedded_llm_takes_a_per_call_limit_and_reports_cut_replies():
+    llm = defaults.embedded_llm(max_new_tokens=256)
+    cut = llm.complete("Count from one to fifty in words.", max_tokens=4)
+    assert cut.raw["choices"][0]["finish_reason"] == "length"
+    assert cut.raw["usage"]["completion_tokens"] == 4
+    # The caller never takes a cut reply as complete: it asks again with more room
+    # (up to the context window), and fails when the reply stays cut.
+    caller = LLMCaller(llm)
+    reply = caller.complete("Name one colour.", max_tokens=2)
+    assert reply.finish_reason == "stop" and caller.meter.length_retries >= 1
+    small = LLMCaller(defaults.embedded_llm(context_window=64))
+    with pytest.raises(LLMTruncatedError):
+        small.complete("Write a long story about the sea.", max_tokens=8)
+    assert small.meter.truncated == 1

@@ -45,7 +45,7 @@ def test_alpha_zero_needs_no_llm_and_splits_sentences(monkeypatch):
     def no_llm(*args, **kwargs):
         raise AssertionError("alpha=0 must not resolve an LLM")
 
-    monkeypatch.setattr("llama_index_graphrag_ext.cue.extractor.resolve_llm", no_llm)
+    monkeypatch.setattr("llama_index_graphrag_ext.cue.extractor.choose_llm", no_llm)
     result = KnowledgeUnitExtractor(alpha=0.0).extract(chunks())
     assert result.selected == [] and result.stats["llm_total_tokens"] == 0
     texts = [u.text for u in result.units[1]]
@@ -83,7 +83,7 @@ def test_knapsack_budget_is_respected_by_the_selection():
     extractor = KnowledgeUnitExtractor(alpha=0.5, llm=ScriptedLLM(good_units))
     nodes = chunks()
     result = extractor.extract(nodes)
-    from llama_index_graphrag_ext.core.nlp import count_tokens
+    from llama_index_graphrag_ext.core.text import count_tokens
 
     chosen = sum(count_tokens(nodes[i].get_content()) for i in result.selected)
     assert 0 < chosen <= result.stats["token_budget"]
@@ -119,7 +119,7 @@ def test_embedded_llm_falls_back_to_sentences(caplog):
     llm = FakeSmol(good_units)
     result = KnowledgeUnitExtractor(alpha=1.0, llm=llm).extract(chunks())
     assert llm.call_count == 0 and result.stats["chunks_fallback"] == 3
-    assert "cannot write knowledge units" in caplog.text
+    assert "cannot write JSON" in caplog.text
 
 
 def test_cache_means_a_second_run_makes_no_calls(tmp_path):
@@ -156,4 +156,6 @@ def test_fields_are_validated():
     with pytest.raises(ValueError):
         KnowledgeUnitExtractor(selection="pagerank")
     with pytest.raises(ValueError):
-        KnowledgeUnitExtractor(num_workers=0)
+        KnowledgeUnitExtractor(max_concurrency=0)
+    with pytest.raises(ValueError):
+        KnowledgeUnitExtractor(on_llm_failure="ignore")

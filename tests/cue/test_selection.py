@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.core.nlp import bleu, tokenize
+from llama_index_graphrag_ext.core.text import bleu, tokenize
 from llama_index_graphrag_ext.cue.selection import (
     bleu_values,
     cosine_values,

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from llama_index_graphrag_ext.core.llm import StructuredLLM
+from llama_index_graphrag_ext.core.llm import LLMCaller
 from llama_index_graphrag_ext.eval.judge import (
     CRITERIA,
     Judgement,
@@ -85,15 +85,13 @@ async def test_each_pair_is_judged_twice_with_order_swapped() -> None:
         return verdict(*([1] * 4 if "GOOD" in first else [2] * 4))
 
     llm = ScriptedLLM(prefer_good)
-    out = await ajudge_pair(StructuredLLM(llm), "q1", "Q?", "GOOD answer", "weak answer")
+    out = await ajudge_pair(LLMCaller(llm), "q1", "Q?", "GOOD answer", "weak answer")
     assert [j.order for j in out] == ["ab", "ba"]
     assert llm.calls[0].index("GOOD") < llm.calls[0].index("weak")
     assert llm.calls[1].index("weak") < llm.calls[1].index("GOOD")
     assert all(w == "a" for j in out for w in j.winners.values())  # content wins both orders
 
-    biased = await ajudge_pair(
-        StructuredLLM(ScriptedLLM(verdict(1, 1, 1, 1))), "q1", "Q?", "x", "y"
-    )
+    biased = await ajudge_pair(LLMCaller(ScriptedLLM(verdict(1, 1, 1, 1))), "q1", "Q?", "x", "y")
     rates = win_rates(biased)  # a judge that always says "Answer 1" splits 50/50
     assert all(rates[c]["a"] == 0.5 for c in CRITERIA)
 

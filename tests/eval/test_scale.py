@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.cli import main
-from llama_index_graphrag_ext.core.cache import LLMCache
+from llama_index_graphrag_ext.core.llm.cache import LLMCache
 from llama_index_graphrag_ext.eval.data import Passage
 from llama_index_graphrag_ext.eval.scale import (
     ScaleConfig,

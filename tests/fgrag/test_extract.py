@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY
 from llama_index.core.schema import TextNode
 
+from llama_index_graphrag_ext.core.llm import LLMFallbackError, LLMSteps, is_embedded
 from llama_index_graphrag_ext.fgrag.extract import (
     CooccurrenceExtractor,
     FGRAGExtractor,
     default_extractor,
     extraction_to_graph,
-    is_weak_llm,
     parse_extraction,
 )
 from llama_index_graphrag_ext.testing import ScriptedLLM
@@ -93,7 +94,7 @@ def test_llm_extractor_gleans_once_on_yes() -> None:
 
 def test_llm_extractor_stops_on_no_and_falls_back_on_garbage() -> None:
     llm = ScriptedLLM({"Answer with one word": "NO", "Task: read the text": ["", GOOD]})
-    extractor = FGRAGExtractor(llm=llm, num_workers=1)
+    extractor = FGRAGExtractor(llm=llm, max_concurrency=1)
     nodes = extractor(
         [
             TextNode(text="Marie Curie lived in Paris with Pierre Curie."),
@@ -105,15 +106,22 @@ def test_llm_extractor_stops_on_no_and_falls_back_on_garbage() -> None:
     for node in nodes:  # the fallback chunk still has a graph (spaCy co-occurrence)
         assert node.metadata[KG_NODES_KEY]
     assert extractor.usage.calls == 3  # one extraction answer was empty: no gleaning check
+    record = extractor.llm_steps.record("extraction")
+    assert (record.items, record.fallbacks) == (2, 1)
+    assert dict(record.reasons) == {"no entity in the reply": 1}
 
 
-def test_llm_extractor_failure_is_counted_not_raised() -> None:
+def test_llm_extractor_failure_is_counted_and_can_raise() -> None:
     llm = ScriptedLLM({"Task: read the text": RuntimeError("down")})
-    extractor = FGRAGExtractor(llm=llm, max_attempts=1, fallback_to_cooccurrence=False)
+    extractor = FGRAGExtractor(llm=llm)
     node = extractor([TextNode(text="Marie Curie worked in Paris.")])[0]
-    assert node.metadata[KG_NODES_KEY] == []
-    assert extractor.stats["fallback_chunks"] == 0
-    assert extractor.usage.failures == 1
+    assert node.metadata[KG_NODES_KEY]  # the co-occurrence graph stands in
+    assert extractor.stats["fallback_chunks"] == 1
+    assert extractor.usage.failures == 1 and extractor.usage.calls == 1  # not retryable
+    assert dict(extractor.llm_steps.record("extraction").reasons) == {"RuntimeError": 1}
+    strict = FGRAGExtractor(llm=llm, on_llm_failure="raise")
+    with pytest.raises(LLMFallbackError, match="extraction"):
+        strict([TextNode(text="Marie Curie worked in Paris.")])
 
 
 def test_cooccurrence_graph_on_handwritten_text() -> None:
@@ -137,10 +145,16 @@ def test_cooccurrence_graph_on_handwritten_text() -> None:
     assert ("marie curie", "pierre curie") not in pairs  # never in one sentence
 
 
-def test_default_extractor_choice() -> None:
+def test_default_extractor_choice(monkeypatch, caplog) -> None:
+    monkeypatch.setenv("GRAPHRAG_LLM", "none")
     assert isinstance(default_extractor(None), CooccurrenceExtractor)
     strong = ScriptedLLM("x", model_name="gpt-test")
     assert isinstance(default_extractor(strong), FGRAGExtractor)
     weak = ScriptedLLM("x", model_name="SmolLM2-135M-Instruct.gguf")
-    assert is_weak_llm(weak)
-    assert isinstance(default_extractor(weak), CooccurrenceExtractor)
+    assert is_embedded(weak)
+    steps = LLMSteps("test")
+    with caplog.at_level("WARNING"):
+        assert isinstance(default_extractor(weak, steps=steps), CooccurrenceExtractor)
+    assert "cannot write JSON" in caplog.text  # said loudly, not silently
+    record = steps.record("extraction")
+    assert record.tier == "llm-free" and record.llm_class == "ScriptedLLM"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, NodeRelationship
 
+from llama_index_graphrag_ext.core.llm import LLMFallbackError, is_embedded
 from llama_index_graphrag_ext.lprag import LLMAtomicChunker, parse_bracketed_items
-from llama_index_graphrag_ext.lprag.chunker import is_embedded_llm
 from llama_index_graphrag_ext.testing import ScriptedLLM
 
 GOOD = """[Sentence 1]
@@ -59,17 +60,26 @@ def test_malformed_answer_and_failed_call_fall_back_to_sentences():
         "It ran from 2001 to 2004.",
     ]
     assert chunker.stats["fallback_paragraphs"] == 1 and chunker.stats["llm_paragraphs"] == 0
+    record = chunker.llm_steps.record("atomic-chunks")
+    assert (record.tier, record.items, record.fallbacks) == ("full-llm", 1, 1)
+    assert dict(record.reasons) == {"unusable reply": 1}
     failing = LLMAtomicChunker(llm=ScriptedLLM([ValueError("boom")]))
     failing_nodes = failing.get_nodes_from_documents([DOC])
     assert len(failing_nodes) == 2 and failing.stats["failures"] == 1
+    assert dict(failing.llm_steps.record("atomic-chunks").reasons) == {"ValueError": 1}
+    strict = LLMAtomicChunker(llm=ScriptedLLM(["[Sentence 1]\n"]), on_llm_failure="raise")
+    with pytest.raises(LLMFallbackError, match="paragraph"):
+        strict.get_nodes_from_documents([DOC])
 
 
-def test_no_llm_empty_document_and_pipeline():
+def test_no_llm_empty_document_and_pipeline(monkeypatch):
+    monkeypatch.setenv("GRAPHRAG_LLM", "none")  # the rule resolves no LLM at all
     chunker = LLMAtomicChunker()
     docs = [DOC, Document(id_="blank", text="   ")]
     nodes = IngestionPipeline(transformations=[chunker]).run(documents=docs)
     assert len(nodes) == 2 and {n.ref_doc_id for n in nodes} == {"crux"}
     assert chunker.stats["paragraphs"] == 1
+    assert chunker.llm_steps.record("atomic-chunks").tier == "llm-free"
 
 
 def test_paragraphs_are_separate_calls_and_embedded_llm_is_detected():
@@ -79,6 +89,9 @@ def test_paragraphs_are_separate_calls_and_embedded_llm_is_detected():
     assert [n.text for n in nodes] == ["First fact.", "Second fact."]
     assert llm.call_count == 2
     smol = ScriptedLLM("[x]", model_name="SmolLM2-135M-Instruct-Q4_1.gguf")
-    assert is_embedded_llm(smol) and not is_embedded_llm(llm)
-    fallback = LLMAtomicChunker(llm=smol).get_nodes_from_documents([DOC])
+    assert is_embedded(smol) and not is_embedded(llm)
+    chunker = LLMAtomicChunker(llm=smol)
+    fallback = chunker.get_nodes_from_documents([DOC])
     assert smol.call_count == 0 and len(fallback) == 2
+    record = chunker.llm_steps.record("atomic-chunks")
+    assert record.tier == "llm-free" and "cannot write JSON" in record.note

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from llama_index_graphrag_ext.core.llm import LLMSettings
 from llama_index_graphrag_ext.lprag import SyntheticQueryGenerator, pseudo_queries, sample_batches
 from llama_index_graphrag_ext.lprag.queries import neighbor_lists
 from llama_index_graphrag_ext.testing import ScriptedLLM
@@ -52,12 +53,12 @@ def test_synthetic_queries_are_parsed_capped_and_failures_counted():
             RuntimeError("down"),
         ]
     )
-    gen = SyntheticQueryGenerator(llm, per_batch=2, max_concurrency=1)
-    gen.structured.retry.max_attempts = 1
+    gen = SyntheticQueryGenerator(llm, per_batch=2, settings=LLMSettings(max_concurrency=1))
     out = gen.generate([["Crux text."], ["Other text."], ["Third."]])
     assert out[0] == ["Who published Crux?", "When did CrossGen operate?"]
     assert out[1] == ["no brackets but a line that is long enough"]
     assert out[2] == []
-    assert gen.stats["failed_calls"] == 1
+    assert gen.stats["failed_calls"] == 1 and gen.failures == ["RuntimeError"]
+    assert llm.call_count == 3  # a RuntimeError is not retried (retrying cannot help)
     assert "[Passage 2] B" in gen.format(["A", "B"])
     assert set(gen.get_prompts()) == {"synthetic_query_prompt"}

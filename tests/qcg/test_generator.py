@@ -9,7 +9,7 @@ import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, MetadataMode, TextNode
 
-from llama_index_graphrag_ext.core.llm import LLMOutputError
+from llama_index_graphrag_ext.core.llm import LLMFallbackError
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.qcg.generator import (
     QUERY_NODES_KEY,
@@ -93,29 +93,49 @@ def test_empty_output_falls_back_to_sentences_and_is_counted(bow_embed, caplog):
     llm = ScriptedLLM(["", "   "])
     gen = Doc2QueryGenerator(llm=llm, embed_model=bow_embed, repair_attempts=1)
     result = gen.generate([CHUNK])
-    assert result.stats["failed_chunks"] == 1 and result.stats["fallback_chunks"] == 1
+    assert result.stats["fallback_chunks"] == 1
     assert [p.kind for p in result.pairs] == ["sentence", "sentence"]
-    assert "fell back to sentence nodes" in caplog.text
+    assert "1 chunk(s) fell back to sentence nodes (unusable reply x1)" in caplog.text
+    record = gen.llm_steps.record("doc2query")
+    assert (record.tier, record.items, record.fallbacks) == ("full-llm", 1, 1)
 
 
-def test_failure_policies(bow_embed):
-    with pytest.raises(LLMOutputError):
+def test_on_llm_failure_raise(bow_embed):
+    with pytest.raises(LLMFallbackError, match="doc2query"):
         Doc2QueryGenerator(
-            llm=ScriptedLLM(default="no idea"), embed_model=bow_embed, on_failure="raise"
+            llm=ScriptedLLM(default="no idea"), embed_model=bow_embed, on_llm_failure="raise"
         ).generate([CHUNK])
-    result = Doc2QueryGenerator(
-        llm=ScriptedLLM(default="no idea"), embed_model=bow_embed, on_failure="skip"
-    ).generate([CHUNK])
-    assert result.pairs == [] and result.stats["failed_chunks"] == 1
 
 
-def test_llm_errors_are_retried(bow_embed):
+def test_llm_errors_are_retried(bow_embed, monkeypatch):
     from llama_index_graphrag_ext.core.llm import RetryPolicy
 
+    monkeypatch.setattr(RetryPolicy, "backoff", lambda self, attempt: 0.0)
     llm = ScriptedLLM([TimeoutError("slow"), GOOD])
-    gen = Doc2QueryGenerator(llm=llm, embed_model=bow_embed, num_pairs=5)
-    gen.structured().retry = RetryPolicy(max_attempts=3, base_delay=0.0)
+    gen = Doc2QueryGenerator(llm=llm, embed_model=bow_embed, num_pairs=5, max_attempts=3)
     assert len(gen.generate([CHUNK]).pairs) == 4 and llm.call_count == 2
+    assert gen.usage.retries == 1
+
+
+def test_realistic_json_shapes_become_pairs(bow_embed):
+    wrapped = (
+        "Sure! Here are the pairs:\n```json\n"
+        '{"qa_pairs": [{"question": "Who designed the bridge?", "answer": "John Roebling"}]}\n'
+        "```\nLet me know if you need more."
+    )
+    numbered = '{"1": {"q": "Who designed it?", "a": "Roebling"}, "2": ["When?", "1883"]}'
+    thinking = (
+        '<think>I must write JSON.</think>[{"query": "What opened in 1883?", "answer": "It"}]'
+    )
+    for reply, want in (
+        (wrapped, [("Who designed the bridge?", "John Roebling")]),
+        (numbered, [("Who designed it?", "Roebling"), ("When?", "1883")]),
+        (thinking, [("What opened in 1883?", "It")]),
+    ):
+        gen = Doc2QueryGenerator(llm=ScriptedLLM([reply]), embed_model=bow_embed, alpha=1.0)
+        result = gen.generate([CHUNK])
+        assert [(p.query, p.answer) for p in result.pairs] == want
+        assert result.stats["fallback_chunks"] == 0
 
 
 def test_cache_makes_a_rerun_free(bow_embed, tmp_path):

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from llama_index.core.schema import Document
 
-from llama_index_graphrag_ext.core.nlp import MAX_CHUNK_CHARS
 from llama_index_graphrag_ext.core.nodes import (
     DuplicateDocumentError,
     EmptyQueryError,
     PassageParser,
     prepare_documents,
 )
+from llama_index_graphrag_ext.core.text import MAX_CHUNK_CHARS
 from llama_index_graphrag_ext.lprag import LLMAtomicChunker
 
 METHODS = ("dense", "bm25", "qcg", "cue", "chainrag", "lprag", "fgrag")

@@ -53,6 +53,12 @@ class RateLimitError(Exception):
     status_code = 429
 
 
+class ServerError(Exception):
+    """What an HTTP client raises on a 500."""
+
+    status_code = 500
+
+
 def sentences_of(text: str) -> list[str]:
     return [s.strip() + "." for s in text.split(". ") if s.strip(". ")]
 
@@ -103,7 +109,7 @@ class FaultyLLM:
             fate = self.fate(prompt, attempt)
             self.fates.setdefault(prompt, []).append(fate)
         if fate == "error":
-            return RuntimeError("500 Internal Server Error")
+            return ServerError("500 Internal Server Error")
         if fate == "rate_limit":
             return RateLimitError("429 Too Many Requests: slow down")
         if fate == "timeout":
@@ -199,8 +205,10 @@ def test_qcg_doc2query_survives_faults_and_resumes_from_the_cache(hash_embed, tm
     assert_faults_happened(faulty)
     stats = index.build_stats
     unusable = faulty.count("failed") + faulty.count("junk")
-    assert stats["failed_chunks"] == stats["fallback_chunks"] == unusable
-    meter = index.generator.structured().meter
+    assert stats["fallback_chunks"] == unusable
+    record = index.llm_steps.record("doc2query")  # persisted with the index
+    assert (record.items, record.fallbacks) == (len(DOCS), unusable)
+    meter = index.generator.usage
     assert meter.failures == faulty.count("failed")
     assert meter.retries == faulty.retried()
     assert len(index) == len(DOCS)  # fallback chunks got sentence nodes: all retrievable
@@ -210,7 +218,7 @@ def test_qcg_doc2query_survives_faults_and_resumes_from_the_cache(hash_embed, tm
     rerun = qcg_index(rerun_llm, cache, hash_embed)
     clean = qcg_index(clean_llm, None, hash_embed)
     check_resume(faulty, rerun_llm, clean_llm)
-    assert rerun.build_stats["failed_chunks"] == 0
+    assert rerun.build_stats["fallback_chunks"] == 0
     assert qcg_nodes(rerun) == qcg_nodes(clean)
     ids = [p.node_id for p in rerun.layer.pairs]
     assert len(ids) == len(set(ids))

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from llama_index_graphrag_ext.core.cache import LLMCache, cache_key, llm_fingerprint
+from llama_index_graphrag_ext.core.llm.cache import LLMCache, cache_key, llm_fingerprint
 from llama_index_graphrag_ext.testing import ScriptedLLM
 
 

@@ -1,0 +1,115 @@
+"""Everything the suite does with LLMs, split by concern.
+
+| module | what it gives |
+|---|---|
+| :mod:`.resolve` | the one rule that picks a component's LLM; tiers; what an LLM can do |
+| :mod:`.steps` | each component's step ledger: LLM and tier per step, fallbacks counted, ``on_llm_failure`` |
+| :mod:`.settings` | the settings every LLM-using component shares (concurrency, retries, time-out, cache, ``on_llm_failure``) |
+| :mod:`.calls` | `LLMCaller`: retries, structured output, length limits, cache, streams, concurrency |
+| :mod:`.parse` | reading replies as real models write them (reasoning, fences, wrappers, yes/no) |
+| :mod:`.retry` | which errors are retried and how long to wait (tenacity) |
+| :mod:`.loop` | the one event loop every LLM call runs on |
+| :mod:`.usage` | the usage meter, fed by LlamaIndex's instrumentation |
+| :mod:`.cache` | the persistent response cache |
+
+Example:
+    >>> from llama_index_graphrag_ext.testing import ScriptedLLM
+    >>> caller = LLMCaller(ScriptedLLM(['<think>hmm</think>Answer: Paris']))
+    >>> parse_answer(caller.complete("Capital of France?").text)
+    'Paris'
+"""
+
+from .cache import LLMCache, cache_key, llm_fingerprint
+from .calls import LLMCaller, LLMTruncatedError, Reply, call_copy
+from .loop import on_suite_loop, run_sync, suite_loop
+from .parse import (
+    LLMOutputError,
+    find_items,
+    is_unanswered,
+    parse_answer,
+    parse_json,
+    parse_list,
+    parse_yes_no,
+    strip_label,
+    strip_reasoning,
+    validate_reply,
+)
+from .resolve import (
+    PROVIDERS,
+    TIERS,
+    LLMChoice,
+    accepts_max_tokens,
+    choose_llm,
+    describe_llm,
+    is_embedded,
+    llm_for_provider,
+    llm_identity,
+    llm_tier,
+    provider_from_env,
+    resolve_llm,
+    structured_mode,
+    writes_json,
+)
+from .retry import RetryPolicy, is_retryable
+from .settings import LLMSettings
+from .steps import (
+    ON_LLM_FAILURE,
+    LLMFallbackError,
+    LLMSteps,
+    StepRecord,
+    check_on_failure,
+    fallback_share,
+    reason_of,
+)
+from .usage import UsageMeter, count_llm_calls, finish_reason, reported_usage
+
+__all__ = [
+    "ON_LLM_FAILURE",
+    "PROVIDERS",
+    "TIERS",
+    "LLMCache",
+    "LLMCaller",
+    "LLMChoice",
+    "LLMFallbackError",
+    "LLMOutputError",
+    "LLMSettings",
+    "LLMSteps",
+    "LLMTruncatedError",
+    "Reply",
+    "RetryPolicy",
+    "StepRecord",
+    "UsageMeter",
+    "accepts_max_tokens",
+    "cache_key",
+    "call_copy",
+    "check_on_failure",
+    "choose_llm",
+    "count_llm_calls",
+    "describe_llm",
+    "fallback_share",
+    "find_items",
+    "finish_reason",
+    "is_embedded",
+    "is_retryable",
+    "is_unanswered",
+    "llm_fingerprint",
+    "llm_for_provider",
+    "llm_identity",
+    "llm_tier",
+    "on_suite_loop",
+    "parse_answer",
+    "parse_json",
+    "parse_list",
+    "parse_yes_no",
+    "provider_from_env",
+    "reason_of",
+    "reported_usage",
+    "resolve_llm",
+    "run_sync",
+    "strip_label",
+    "strip_reasoning",
+    "structured_mode",
+    "suite_loop",
+    "validate_reply",
+    "writes_json",
+]

@@ -1,0 +1,77 @@
+"""Any LlamaIndex reranker, asked for exactly the nodes a method needs.
+
+QCG-RAG, CUE-RAG and ChainRAG take ``reranker=``: any LlamaIndex node
+postprocessor that reranks (``SentenceTransformerRerank``,
+``FlagEmbeddingReranker`` for the papers' BGE cross-encoders, an LLM reranker).
+Such postprocessors keep only their own ``top_n`` (2 by default for
+``SentenceTransformerRerank``), which would silently shrink a method's seeds
+or candidates; so every call here works on a copy whose ``top_n`` is the
+number of nodes the method asked for.
+
+The papers' cross-encoders through FlagEmbedding::
+
+    from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
+
+    reranker = FlagEmbeddingReranker(model="BAAI/bge-reranker-v2-m3", top_n=5, use_fp16=False)
+    retriever = index.as_retriever(reranker=reranker)   # QCG, CUE or ChainRAG
+
+(a local folder works as ``model``; offline, pass the folder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+__all__ = ["rerank", "rerank_scores", "with_top_n"]
+
+
+def with_top_n(reranker: BaseNodePostprocessor, n: int) -> BaseNodePostprocessor:
+    """A shallow copy of ``reranker`` that keeps ``n`` nodes (itself when it has no ``top_n``).
+
+    A copy per call leaves the caller's object untouched and is safe from
+    several threads; the model weights are shared, not copied.
+    """
+    if "top_n" in getattr(type(reranker), "model_fields", {}):
+        return reranker.model_copy(update={"top_n": int(n)})
+    return reranker
+
+
+def rerank(
+    reranker: BaseNodePostprocessor,
+    query: str,
+    texts: Sequence[str],
+    *,
+    keep: int | None = None,
+    scores: Sequence[float] | None = None,
+) -> list[tuple[int, float]]:
+    """``(index into texts, reranker score)`` of the best ``keep`` texts (all by default), best first.
+
+    Args:
+        reranker: Any LlamaIndex reranking postprocessor.
+        query: The query.
+        texts: The candidates.
+        keep: How many the caller needs.
+        scores: The candidates' scores so far (what a reranker that passes
+            nodes through keeps).
+    """
+    if not texts:
+        return []
+    nodes = [
+        NodeWithScore(node=TextNode(id_=str(i), text=t), score=float(scores[i]) if scores else 0.0)
+        for i, t in enumerate(texts)
+    ]
+    want = len(texts) if keep is None else max(1, min(int(keep), len(texts)))
+    ranked = with_top_n(reranker, want).postprocess_nodes(nodes, query_bundle=QueryBundle(query))
+    return [(int(n.node.node_id), float(n.score or 0.0)) for n in ranked[:want]]
+
+
+def rerank_scores(reranker: BaseNodePostprocessor, query: str, texts: Sequence[str]) -> np.ndarray:
+    """The reranker's score of every text (``-inf`` for one it did not return)."""
+    out = np.full(len(texts), -np.inf, dtype=np.float32)
+    for i, score in rerank(reranker, query, texts):
+        out[i] = score
+    return out

@@ -1,0 +1,71 @@
+"""Shared language tools, split by concern; every name is importable from here.
+
+| module | what it gives |
+|---|---|
+| :mod:`.spacy` | spaCy loading with fallbacks, `parsing` (one parse at a time, memory zones), sentences, long texts |
+| :mod:`.entities` | entity mentions, label sets, `normalize_entity` (the merge key) |
+| :mod:`.analysis` | sentences and entities in one pass (`analyze_batch`), parses shared between indexes |
+| :mod:`.tokens` | lexical tokens (`tokenize`) and LLM tokens (`count_tokens`, `truncate_tokens`) |
+| :mod:`.bm25` | Okapi BM25 on sparse matrices |
+| :mod:`.bleu` | BLEU and leave-one-out corpus BLEU (CUE-RAG's chunk value) |
+
+The methods use them so: sentences and named entities (ChainRAG's sentence
+graph, CUE-RAG's LLM-free knowledge units and entity anchoring, QCG-RAG's
+sentence nodes) come from one spaCy pipeline loaded once per process; lexical
+scoring ranks documents, sentences and entities without any model; BLEU
+measures how much of a chunk the rest of the corpus already says.
+"""
+
+from .analysis import (
+    Analysis,
+    ParseCache,
+    analyze_batch,
+    extract_entities,
+    extract_entities_batch,
+    shared_parses,
+)
+from .bleu import CorpusNgramIndex, bleu
+from .bm25 import BM25
+from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
+from .spacy import (
+    DEFAULT_SPACY_MODELS,
+    MAX_CHUNK_CHARS,
+    SpacyModelNotFoundError,
+    clear_spacy_cache,
+    has_ner,
+    load_spacy,
+    parsing,
+    split_long_text,
+    split_sentences,
+    split_sentences_batch,
+)
+from .tokens import count_tokens, tokenize, truncate_tokens
+
+__all__ = [
+    "BM25",
+    "DEFAULT_ENTITY_LABELS",
+    "DEFAULT_SPACY_MODELS",
+    "MAX_CHUNK_CHARS",
+    "NUMERIC_ENTITY_LABELS",
+    "Analysis",
+    "CorpusNgramIndex",
+    "Entity",
+    "ParseCache",
+    "SpacyModelNotFoundError",
+    "analyze_batch",
+    "bleu",
+    "clear_spacy_cache",
+    "count_tokens",
+    "extract_entities",
+    "extract_entities_batch",
+    "has_ner",
+    "load_spacy",
+    "normalize_entity",
+    "parsing",
+    "shared_parses",
+    "split_long_text",
+    "split_sentences",
+    "split_sentences_batch",
+    "tokenize",
+    "truncate_tokens",
+]

