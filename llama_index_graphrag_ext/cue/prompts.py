@@ -27,15 +27,15 @@ write the full name each time, e.g. "Marie Curie's husband" instead of "her husb
 4. Keep every fact of the passage, including dates and numbers; add nothing new.
 
 Answer with JSON only, in this shape:
-{{"units": ["first unit", "second unit"]}}
+{"units": ["first unit", "second unit"]}
 
 Example passage:
 Lake Bled. It lies in the Julian Alps and its island holds a pilgrimage church \
 built in the 17th century.
 Example answer:
-{{"units": ["Lake Bled lies in the Julian Alps.", "Lake Bled has an island.", \
+{"units": ["Lake Bled lies in the Julian Alps.", "Lake Bled has an island.", \
 "The island of Lake Bled holds a pilgrimage church.", \
-"The pilgrimage church on the island of Lake Bled was built in the 17th century."]}}
+"The pilgrimage church on the island of Lake Bled was built in the 17th century."]}
 
 Passage:
 {passage}
@@ -47,10 +47,10 @@ UNIT_EXTRACTION_PROMPT = PromptTemplate(UNIT_EXTRACTION_TMPL, prompt_type=Prompt
 
 QUERY_ENTITY_TMPL = """\
 List the named entities (people, places, organisations, works, events, dates) \
-mentioned in the question. Answer with JSON only: {{"entities": ["...", "..."]}}
+mentioned in the question. Answer with JSON only: {"entities": ["...", "..."]}
 
 Question: Which river flows through the capital of the country where Nokia was founded?
-Answer: {{"entities": ["Nokia"]}}
+Answer: {"entities": ["Nokia"]}
 
 Question: {query}
 Answer:

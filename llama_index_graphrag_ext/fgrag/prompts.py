@@ -160,8 +160,8 @@ JUDGE_PROMPT = PromptTemplate(
     "Answer 2:\n{answer_2}\n"
     "\n"
     'Reply with JSON only, every "winner" being 1 or 2:\n'
-    '{{"comprehensiveness": {{"winner": 1, "reason": "..."}}, '
-    '"diversity": {{"winner": 2, "reason": "..."}}, '
-    '"empowerment": {{"winner": 1, "reason": "..."}}, '
-    '"overall": {{"winner": 1, "reason": "..."}}}}\n'
+    '{"comprehensiveness": {"winner": 1, "reason": "..."}, '
+    '"diversity": {"winner": 2, "reason": "..."}, '
+    '"empowerment": {"winner": 1, "reason": "..."}, '
+    '"overall": {"winner": 1, "reason": "..."}}\n'
 )

@@ -29,8 +29,8 @@ DOC2QUERY_PROMPT = PromptTemplate(
     '"""\n'
     "{chunk}\n"
     '"""\n'
-    'Reply with a JSON array only, one object per question: [{{"query": "...", '
-    '"answer": "..."}}, ...]\n'
+    'Reply with a JSON array only, one object per question: [{"query": "...", '
+    '"answer": "..."}, ...]\n'
 )
 """Extended Doc2Query prompt (JSON output); variables ``num_pairs`` and ``chunk``."""
 
