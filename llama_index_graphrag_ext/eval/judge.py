@@ -36,15 +36,14 @@ from llama_index.core.schema import Document, MetadataMode
 from ..core.defaults import resolve_embed_model
 from ..core.llm import (
     LLMCaller,
-    LLMOutputError,
     LLMSettings,
     UsageMeter,
     count_llm_calls,
     describe_llm,
-    parse_json,
     resolve_llm,
     run_sync,
 )
+from ..core.llm.parse import json_candidates
 from ..core.text import truncate_tokens
 from ..fgrag.prompts import JUDGE_PROMPT, NAIVE_ANSWER_PROMPT
 from .data import load_benchmark
@@ -83,10 +82,8 @@ def parse_verdict(text: str) -> dict[str, int | None]:
     within a short span by "1" or "2" is taken. Anything unreadable is None.
     """
     verdict: dict[str, int | None] = dict.fromkeys(CRITERIA)
-    try:
-        data = parse_json(text)
-    except LLMOutputError:
-        data = None
+    # The first JSON object of the reply (prose with brackets before it is skipped).
+    data = next((c for c in json_candidates(text or "") if isinstance(c, dict)), None)
     in_json: set[str] = set()
     if isinstance(data, dict):
         for key, value in data.items():

@@ -217,8 +217,19 @@ class LLMCaller:
         limit = min(limit, self._ceiling) if (limit and self._ceiling) else (limit or self._ceiling)
         return {"max_tokens": int(limit)} if (limit and self._sized) else {}
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]], what: str) -> T:
-        """Run ``attempt`` under the retry policy, counting retries and failures."""
+    async def _retrying(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        what: str,
+        expected: Callable[[BaseException], bool] | None = None,
+    ) -> T:
+        """Run ``attempt`` under the retry policy, counting retries and failures.
+
+        Unusable output (:class:`LLMOutputError`, a pydantic ``ValidationError``)
+        and cancellation are the caller's to count; so are errors ``expected``
+        accepts (a server refusing native structured output, which the caller
+        handles by asking in text).
+        """
         policy = self.retry
 
         def before_sleep(state: Any) -> None:
@@ -244,9 +255,11 @@ class LLMCaller:
             ):
                 with attempt_state:
                     result = await attempt()
-        except (LLMOutputError, ValueError, asyncio.CancelledError):
-            raise  # unusable output and cancellations are the callers' to count
+        except (LLMOutputError, ValidationError, asyncio.CancelledError):
+            raise
         except Exception as exc:
+            if expected is not None and expected(exc):
+                raise
             self.meter.add(failures=1)
             logger.error(
                 "%s failed for good: %s: %s", what, type(exc).__name__, policy.describe(exc)
@@ -299,13 +312,13 @@ class LLMCaller:
         ``allow_cut`` (free-text answers, never structured output) it is
         returned with ``finish_reason="length"``, counted and logged.
         """
-        for _ in range(_LENGTH_RETRIES + 1):
+        for round_ in range(_LENGTH_RETRIES + 1):
             text, reason = await self._retrying(
                 lambda limit=limit: self._request(prompt, limit), f"LLM call ({self.llm_name})"
             )
             if reason != "length":
                 return Reply(strip_reasoning(text), text, reason)
-            bigger = self._next_limit(limit, prompt)
+            bigger = self._next_limit(limit, prompt) if round_ < _LENGTH_RETRIES else None
             if bigger is None:
                 break
             self.meter.add(length_retries=1)
@@ -321,7 +334,9 @@ class LLMCaller:
                 ceiling,
             )
             return Reply(strip_reasoning(text), text, "length")
-        raise LLMTruncatedError(f"reply cut by the length limit{ceiling}", raw=text)
+        raise LLMTruncatedError(
+            f"reply cut by the length limit ({limit} tokens){ceiling}", raw=text
+        )
 
     @property
     def llm_name(self) -> str:
@@ -441,12 +456,13 @@ class LLMCaller:
                     value = await self._native(current, output_cls, limit)
                 else:
                     reply = await self._complete(current, limit)
-                    value = validate_reply(output_cls, reply.raw)
-                value = check(value) if check else value
+                    # Repairing a degenerate reply can take seconds: not on the loop.
+                    value = await asyncio.to_thread(validate_reply, output_cls, reply.raw)
+                value = _checked(check, value)
             except LLMTruncatedError:
                 self.meter.add(parse_failures=1)
                 raise
-            except (LLMOutputError, ValidationError, ValueError) as exc:
+            except (LLMOutputError, ValidationError) as exc:
                 last_error = exc
                 logger.debug("unusable %s (attempt %d): %s", output_cls.__name__, attempt + 1, exc)
                 clipped = " ".join(str(exc).split())[:160]
@@ -464,7 +480,7 @@ class LLMCaller:
     async def _native(self, prompt: str, output_cls: type[M], limit: int | None) -> M:
         """Structured prediction through LlamaIndex; a cut reply is asked again with more room."""
         template = PromptTemplate(prompt)  # already formatted; braces pass through untouched
-        for _ in range(_LENGTH_RETRIES + 1):
+        for round_ in range(_LENGTH_RETRIES + 1):
             reasons: list[str | None] = []
 
             async def attempt(limit: int | None = limit, reasons: list = reasons) -> M:
@@ -483,10 +499,13 @@ class LLMCaller:
                             reasons.append(finish_reason(cap.last[1]) if cap.last else None)
 
             try:
-                return await self._retrying(attempt, f"structured call ({self.llm_name})")
+                return await self._retrying(
+                    attempt, f"structured call ({self.llm_name})", expected=_rejected_by_server
+                )
             except Exception as exc:
                 if reasons and reasons[-1] == "length":
-                    bigger = self._next_limit(limit, prompt)
+                    last_round = round_ == _LENGTH_RETRIES
+                    bigger = None if last_round else self._next_limit(limit, prompt)
                     if bigger is not None:
                         self.meter.add(length_retries=1)
                         limit = bigger
@@ -502,8 +521,8 @@ class LLMCaller:
                     )
                     self.mode = "text"
                     reply = await self._complete(prompt, limit)
-                    return validate_reply(output_cls, reply.raw)
-                if isinstance(exc, (ValidationError, ValueError)):
+                    return await asyncio.to_thread(validate_reply, output_cls, reply.raw)
+                if isinstance(exc, ValidationError) or _no_tool_call(exc):
                     raise LLMOutputError(f"unusable structured reply: {exc}") from exc
                 raise
         raise LLMTruncatedError("structured reply cut by the length limit")
@@ -631,6 +650,21 @@ class LLMCaller:
     def map(self, items: Sequence[Any], fn: Callable[[Any], Awaitable[T]], **kwargs: Any) -> list:
         """Synchronous :meth:`amap` (``fn`` is still async)."""
         return run_sync(lambda: self.amap(items, fn, **kwargs))
+
+
+def _checked(check: Callable[[M], M] | None, value: M) -> M:
+    """``check(value)``, its ``ValueError`` read as an unusable reply."""
+    if check is None:
+        return value
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise LLMOutputError(str(exc)) from exc
+
+
+def _no_tool_call(exc: BaseException) -> bool:
+    """LlamaIndex's function-calling program found no (valid) tool call in the reply."""
+    return isinstance(exc, ValueError) and "tool call" in str(exc).lower()
 
 
 def _rejected_by_server(exc: BaseException) -> bool:

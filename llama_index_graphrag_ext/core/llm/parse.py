@@ -351,15 +351,25 @@ def strip_label(line: str) -> str:
     return line.strip()
 
 
+_QUESTION_LABEL = re.compile(r"^\s*(?:\*\*|__)?\s*(?:sub-?)?question\b", re.IGNORECASE)
+_FINAL_LABEL = re.compile(r"^\s*(?:\*\*|__)?\s*final answer\b", re.IGNORECASE)
+
+
 def parse_answer(text: str) -> str:
-    """A short answer: reasoning dropped, the labelled line preferred, quotes and labels removed.
+    """A short answer: reasoning dropped, the answer's line preferred, quotes and labels removed.
 
     ``"<think>...</think>\\nAnswer: Paris"`` and ``"The capital.\\nAnswer: Paris"``
-    both give ``"Paris"``; a reply without a label gives its first non-empty line.
+    both give ``"Paris"``. The first line labelled as an answer wins (a small
+    model that goes on with "Question: ... Answer: ..." after its answer does
+    not replace it), unless a "Final answer:" follows, which then decides; a
+    reply without such a label gives its first non-empty line.
     """
     lines = [ln.strip() for ln in strip_reasoning(text).splitlines() if ln.strip()]
-    labelled = [ln for ln in lines if _LABEL.match(ln) and strip_label(ln)]
-    chosen = labelled[-1] if labelled else (lines[0] if lines else "")
+    labelled = [
+        ln for ln in lines if _LABEL.match(ln) and not _QUESTION_LABEL.match(ln) and strip_label(ln)
+    ]
+    final = [ln for ln in labelled if _FINAL_LABEL.match(ln)]
+    chosen = final[-1] if final else labelled[0] if labelled else lines[0] if lines else ""
     return strip_label(chosen).strip().strip('"\u201c\u201d').strip("*").strip()
 
 

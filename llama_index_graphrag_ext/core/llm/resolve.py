@@ -68,7 +68,10 @@ def is_embedded(llm: Any) -> bool:
         return False
     if getattr(type(llm), "embedded_tier", False):
         return True
-    name = str(getattr(getattr(llm, "metadata", None), "model_name", "") or "")
+    try:
+        name = str(llm.metadata.model_name or "")
+    except Exception:  # metadata that needs a live connection: not the embedded model
+        name = ""
     path = str(getattr(llm, "model_path", "") or "")
     return "smollm" in f"{name} {path}".lower()
 
