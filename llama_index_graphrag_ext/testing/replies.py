@@ -40,7 +40,9 @@ __all__ = ["JUNK_REPLY", "ModelReplies", "entities_in", "sentences_in"]
 JUNK_REPLY = "I'm sorry, but I can't help with that request."
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_NAME = re.compile(r"\b(?:[A-Z][\w'\-]*(?:\s+(?:of|de|the|von|van|and)\s+)?)+[A-Z][\w'\-]*\b|\b[A-Z][\w'\-]{2,}\b")
+_NAME = re.compile(
+    r"\b(?:[A-Z][\w'\-]*(?:\s+(?:of|de|the|von|van|and)\s+)?)+[A-Z][\w'\-]*\b|\b[A-Z][\w'\-]{2,}\b"
+)
 _STOP_STARTS = {"The", "A", "An", "It", "He", "She", "They", "This", "That", "In", "On", "At"}
 _PRONOUNS = re.compile(r"^(He|She|It|They|His|Her|Its|Their)\b")
 _THIS = re.compile(r"\b(?:this|that|these|the said)\s+(\w+)\b|\b(?:he|she|it|they)\b", re.I)
@@ -115,6 +117,7 @@ class ModelReplies:
         self.styles, self.junk, self.seed = styles, junk, seed
         self.tasks: Counter[str] = Counter()
         self._lock = threading.Lock()
+        # Checked in order: a gleaning prompt repeats the extraction prompt in its history.
         self._table = [
             _Task("doc2query", "You write search questions", self._doc2query, "json"),
             _Task("doc2query-lines", "Q: <question> A: <answer>", self._doc2query_lines, "text"),
@@ -126,9 +129,9 @@ class ModelReplies:
             _Task("sufficiency", "answered from the context above alone", self._yes, "yesno"),
             _Task("sub-answer", 'reply "unknown"', self._short_answer, "answer"),
             _Task("answer-integration", "Sub-questions and their answers", self._last, "answer"),
-            _Task("extraction", "list its entities and the relationships", self._tuples, "text"),
             _Task("glean-check", "left out of the list above? Answer with one", self._no, "yesno"),
             _Task("glean-more", "Write only the missing records", self._done, "text"),
+            _Task("extraction", "list its entities and the relationships", self._tuples, "text"),
             _Task("fg-entities", "key noun phrases that the question", self._fg_entities, "list"),
             _Task("fg-questions", "what would you need to know about", self._fg_questions, "list"),
             _Task("fg-summary", "Write a focused summary about", self._fg_summary, "text"),
@@ -168,7 +171,12 @@ class ModelReplies:
         if kind == "json":
             return self._json_text(name, payload, self._style(prompt, 6))
         if kind == "answer":
-            forms = ("{a}", "Answer: {a}", "**Answer:** {a}", "<think>\nThe context says so.\n</think>\n{a}")
+            forms = (
+                "{a}",
+                "Answer: {a}",
+                "**Answer:** {a}",
+                "<think>\nThe context says so.\n</think>\n{a}",
+            )
             return forms[self._style(prompt, len(forms))].format(a=payload)
         if kind == "yesno":
             word = "yes" if payload else "no"
@@ -186,7 +194,9 @@ class ModelReplies:
                 lines = [f"[{i}]" for i in items]
                 return "\n".join(lines) if style != 1 else "Here you go:\n" + "\n".join(lines)
             if style == 1:
-                return "Here is the list:\n" + "\n".join(f"{k}. {i}" for k, i in enumerate(items, 1))
+                return "Here is the list:\n" + "\n".join(
+                    f"{k}. {i}" for k, i in enumerate(items, 1)
+                )
             if style == 2:
                 return "\n".join(f"- {i}" for i in items)
             return "\n".join(items)
@@ -214,7 +224,9 @@ class ModelReplies:
 
     def _pairs(self, prompt: str) -> list[dict[str, str]]:
         wanted = int(re.search(r"[Ww]rite (\d+)", prompt).group(1))
-        passage = _between(prompt, '"""', '"""', last=False) or _between(prompt, "Passage:\n", "\n\n")
+        passage = _between(prompt, '"""', '"""', last=False) or _between(
+            prompt, "Passage:\n", "\n\n"
+        )
         sentences = sentences_in(passage) or [passage]
         names = entities_in(passage) or ["the passage"]
         forms = (
@@ -260,14 +272,20 @@ class ModelReplies:
     # ------------------------------------------------------------------ ChainRAG
 
     def _decompose(self, prompt: str) -> dict:
+        """Two hops when the question nests one entity in another, else the question itself."""
         question = _between(prompt, "Question:", "\nJSON:")
-        match = re.search(r"\bthe (\w+(?: \w+)?) of ([A-Z][^?,]*)", question)
-        if not match:
-            return {"questions": [question]}
-        noun, thing = match.group(1), match.group(2).strip()
-        first = f"Who is the {noun} of {thing}?"
-        second = question.replace(match.group(0), f"this {noun}")
-        return {"questions": [first, second]}
+        nested = re.search(r"\bthe (\w+) (?:which|that|who) ([^?]+)", question)
+        if nested:  # "... of the association which published X?"
+            noun, clause = nested.group(1), nested.group(2).strip()
+            first = f"Which {noun} {clause}?"
+            second = question.replace(nested.group(0), f"this {noun}")
+            return {"questions": [first, second]}
+        owned = re.search(r"\bthe (\w+(?: \w+)?) of ((?:the )?[A-Z][^?,]*)", question)
+        if owned:  # "Where was the author of Bambi born?"
+            noun, thing = owned.group(1), owned.group(2).strip()
+            second = question.replace(owned.group(0), f"this {noun}")
+            return {"questions": [f"Who is the {noun} of {thing}?", second]}
+        return {"questions": [question]}
 
     def _rewrite(self, prompt: str) -> str:
         answers = re.findall(r"^A: (.+)$", prompt, re.M)
@@ -308,15 +326,17 @@ class ModelReplies:
     # ------------------------------------------------------------------ FG-RAG
 
     def _tuples(self, prompt: str) -> str:
+        """Entity and relationship records with short descriptions, as extraction models write."""
         text = _between(prompt, "Text:", "\nOutput:")
         records, seen = [], set()
         for sentence in sentences_in(text):
-            names = [e for e in entities_in(sentence) if e not in seen][:4]
+            gist = " ".join(sentence.split()[:6]).rstrip(".,;")
+            names = [e for e in entities_in(sentence) if e not in seen][:3]
             for name in names:
                 seen.add(name)
-                records.append(f'("entity"<|>{name}<|>thing<|>{sentence})')
+                records.append(f'("entity"<|>{name}<|>thing<|>Named in: {gist}.)')
             for a, b in zip(names, names[1:], strict=False):
-                records.append(f'("relationship"<|>{a}<|>{b}<|>{sentence}<|>co-mention)')
+                records.append(f'("relationship"<|>{a}<|>{b}<|>Both in: {gist}.<|>co-mention)')
         return "##\n".join(records) + "\n<|DONE|>"
 
     @staticmethod
@@ -332,18 +352,28 @@ class ModelReplies:
     def _fg_questions(prompt: str) -> list[str]:
         limit = int(re.search(r"at most (\d+)", prompt).group(1))
         entity = _between(prompt, 'know about "', '"', last=False)
-        forms = ("What is {e}?", "Where is {e} found?", "Who deals with {e}?", "Why does {e} matter?")
+        forms = (
+            "What is {e}?",
+            "Where is {e} found?",
+            "Who deals with {e}?",
+            "Why does {e} matter?",
+        )
         return [f.format(e=entity) for f in forms][:limit]
 
     @staticmethod
     def _fg_summary(prompt: str) -> str:
         entity = _between(prompt, "focused summary about ", ",", last=False)
-        info = [ln.lstrip("- ") for ln in _between(prompt, "Information:\n", "\n\nQuestions:").splitlines()]
+        info = [
+            ln.lstrip("- ")
+            for ln in _between(prompt, "Information:\n", "\n\nQuestions:").splitlines()
+        ]
         return f"## {entity}\n\n" + " ".join(info[:4])
 
     @staticmethod
     def _report(prompt: str) -> str:
-        notes = _between(prompt, "Notes:\n", "\n\nQuestion:") or _between(prompt, "Passages:\n", "\n\nQuestion:")
+        notes = _between(prompt, "Notes:\n", "\n\nQuestion:") or _between(
+            prompt, "Passages:\n", "\n\nQuestion:"
+        )
         body = " ".join(ln.strip("# ") for ln in notes.splitlines() if ln.strip())[:600]
         return f"## Answer\n\n{body or 'The notes do not answer the question.'}"
 
@@ -358,9 +388,15 @@ class ModelReplies:
     @staticmethod
     def _curious(prompt: str) -> list[str]:
         wanted = int(re.search(r"Write (\d+) different questions", prompt).group(1))
-        passages = re.findall(r"^\[Passage \d+\] (.+)$", _between(prompt, "Passages:\n", "\nAnswer:"), re.M)
+        passages = re.findall(
+            r"^\[Passage \d+\] (.+)$", _between(prompt, "Passages:\n", "\nAnswer:"), re.M
+        )
         names = entities_in(" ".join(passages)) or ["the passages"]
-        forms = ("What is known about {e}?", "How is {e} connected to the others?", "When did {e} matter?")
+        forms = (
+            "What is known about {e}?",
+            "How is {e} connected to the others?",
+            "When did {e} matter?",
+        )
         return [forms[i % len(forms)].format(e=names[i % len(names)]) for i in range(wanted)]
 
     # ------------------------------------------------------------------ judge
@@ -371,4 +407,7 @@ class ModelReplies:
         two = _between(prompt, "Answer 2:\n", "\n\nReply with")
         winner = 1 if len(one) >= len(two) else 2
         reason = "It covers more of the question."
-        return {c: {"winner": winner, "reason": reason} for c in ("comprehensiveness", "diversity", "empowerment", "overall")}
+        return {
+            c: {"winner": winner, "reason": reason}
+            for c in ("comprehensiveness", "diversity", "empowerment", "overall")
+        }

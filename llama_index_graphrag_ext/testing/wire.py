@@ -410,6 +410,18 @@ class WireServer:
         out["connections"] = len(out.pop("peers"))
         return out
 
+    def usage(self, tasks: set[str] | None = None) -> tuple[int, int, int]:
+        """``(requests, prompt_tokens, completion_tokens)`` counted so far (of ``tasks`` only)."""
+        stats = self.stats()
+        if tasks is None:
+            return stats["requests"], stats["prompt_tokens"], stats["completion_tokens"]
+        rows = [row for task, row in stats["by_task"].items() if task in tasks]
+        return (
+            sum(r["requests"] for r in rows),
+            sum(r["prompt_tokens"] for r in rows),
+            sum(r["completion_tokens"] for r in rows),
+        )
+
     def reset(self) -> None:
         """Clear counts, log, errors and pending faults."""
         with self._lock:

@@ -32,3 +32,70 @@ def wire_server(request):
         server.stop()
     if server.errors:
         raise server.errors[0]
+
+
+# --------------------------------------------------------------------------- the suite on the wire
+
+
+@pytest.fixture
+def model_server(wire_server):
+    """``wire_server`` answering the suite's prompts like a capable model (``ModelReplies``).
+
+    ``model_server.responder`` is the :class:`ModelReplies`: its ``junk``
+    predicate makes chosen requests get an unusable reply, its ``tasks``
+    counts what was asked.
+    """
+    from llama_index_graphrag_ext.testing.replies import ModelReplies
+
+    wire_server.responder = ModelReplies()
+    return wire_server
+
+
+@pytest.fixture(params=["openai-like", "openai"])
+def wire_llm(request, model_server):
+    """A client of ``model_server``: ``OpenAILike`` (JSON read from text) and ``OpenAI`` with a
+    base URL (``gpt-4o-mini``: native structured output), each with its own client retries
+    left on, as users build them (the suite's caller turns them off in its copy)."""
+    if request.param == "openai-like":
+        from llama_index.llms.openai_like import OpenAILike
+
+        return OpenAILike(
+            model="wire-model",
+            api_base=model_server.base_url,
+            api_key=model_server.api_key,
+            is_chat_model=True,
+            context_window=16000,
+            timeout=10.0,
+        )
+    from llama_index.llms.openai import OpenAI
+
+    return OpenAI(
+        model="gpt-4o-mini",
+        api_base=model_server.base_url,
+        api_key=model_server.api_key,
+        timeout=10.0,
+    )
+
+
+@pytest.fixture(params=["argument", "settings"])
+def how(request):
+    """How a component gets its LLM: ``llm=`` (``argument``) or only ``Settings.llm``."""
+    from llama_index.core import Settings
+
+    yield request.param
+    Settings._llm = None  # never leave a test's LLM behind
+
+
+@pytest.fixture
+def give_llm(how):
+    """``give_llm(llm)``: the keyword arguments handing ``llm`` to a component the ``how`` way
+    (``{"llm": llm}``, or ``{}`` after setting ``Settings.llm``)."""
+    from llama_index.core import Settings
+
+    def give(llm) -> dict:
+        if how == "argument":
+            return {"llm": llm}
+        Settings.llm = llm
+        return {}
+
+    return give
