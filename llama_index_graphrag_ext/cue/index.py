@@ -34,6 +34,7 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
 from ..core.vectors import InMemoryVectorTable
+from .extractor import STEP as UNIT_STEP
 from .extractor import KnowledgeUnitExtractor
 from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
 from .view import CueGraphView, view_from_pairs
@@ -104,6 +105,11 @@ class MultiPartiteIndex(GraphIndexBase):
         if self.extractor.alpha > 0:  # alpha = 0 never resolves an LLM
             index_choice = self.llm_choice if self.extractor.llm is None else None
             self.extractor.attach_steps(self.llm_steps, index_choice)
+        else:
+            self.llm_steps.chose_llm_free(
+                UNIT_STEP, "sentence units", "alpha = 0 (the paper's LLM-free mode)"
+            )
+            self.llm_steps.count(UNIT_STEP, len(nodes))
         if self.extractor.embed_model is None:
             self.extractor.embed_model = self.embed_model
         self.extractor.show_progress = getattr(self, "_show_progress", False)

@@ -179,6 +179,10 @@ class FGRAGIndex(PropertyGraphIndex):
             for extractor in extractors:
                 if isinstance(extractor, FGRAGExtractor):
                     extractor.attach_steps(self.llm_steps)
+            if not any(isinstance(e, FGRAGExtractor) for e in extractors):
+                self.llm_steps.chose_llm_free(
+                    "extraction", "spaCy co-occurrence graph", "kg_extractors without an LLM"
+                )
         else:
             # The suite's rule, once: Settings.llm or the environment give the
             # paper's LLM extraction; the embedded SmolLM2 cannot (warned).

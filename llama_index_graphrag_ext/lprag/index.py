@@ -379,6 +379,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         """LLM-written questions by batch (§3.2, Eq. 3); only batches that got some."""
         llm = self._query_llm()
         if llm is None:
+            self.llm_steps.count(QUERY_STEP, len(batches))
             return {}
         bound = self._settings["max_llm_batches"]
         chosen = list(range(len(batches)))
@@ -462,6 +463,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         """The LLM that writes synthetic queries, planned once in ``llm_steps`` (§3.2)."""
         source = self._settings["query_source"]
         if source == "pseudo":
+            self.llm_steps.chose_llm_free(
+                QUERY_STEP, "pseudo-queries (sentence windows)", "query_source='pseudo'"
+            )
             return None
         choice = self.llm_choice  # the suite's rule, resolved once for the index
         if choice.llm is None and source == "llm":

@@ -29,6 +29,7 @@ from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from .generator import (
     QUERY_NODES_KEY,
+    STEP,
     Doc2QueryGenerator,
     GeneratedNodes,
     QueryNodeGenerator,
@@ -178,11 +179,13 @@ class QueryCentricGraphIndex(GraphIndexBase):
             "exclude_same_chunk": exclude_same_chunk,
         }
         explicit = {key: v for key, v in explicit.items() if v is not None}
+        free_note = "generator='sentences' (the paper's Sentence Nodes ablation)"
         if generator is None and preset is None:
             # The suite's rule, once: an LLM (the embedded SmolLM2 included, which
             # writes Doc2Query lines) gives the paper's pairs; none gives sentences.
             generator = "doc2query" if self.llm is not None else "sentences"
             if generator == "sentences":
+                free_note = "no LLM resolved (provider 'none')"
                 logger.info("QCG: no LLM (provider 'none'); LLM-free sentence query nodes")
         if preset is None:
             preset = "sentences" if _kind_of(generator) == "sentences" else "multihop-rag"
@@ -194,6 +197,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
         if isinstance(self.generator, Doc2QueryGenerator):
             index_choice = self.llm_choice if self.generator.llm is None else None
             self.generator.attach_steps(self.llm_steps, index_choice)
+        else:
+            self.llm_steps.chose_llm_free(STEP, "sentence nodes", free_note)
         self.generator.embed_model = self._embed_model
         self.k = int(settings["k"])
         if self.k <= 0:
@@ -285,6 +290,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
         chunk_vectors: dict[str, np.ndarray] = {}
         if todo:
             result: GeneratedNodes = self.generator.generate(todo)
+            if isinstance(self.generator, SentenceQueryGenerator):
+                self.llm_steps.count(STEP, len(todo))
             if result.chunk_vectors is not None:
                 chunk_vectors.update(
                     zip([n.node_id for n in todo], result.chunk_vectors, strict=True)

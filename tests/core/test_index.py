@@ -180,3 +180,51 @@ def test_query_engine_uses_the_given_llm(index):
 def test_vectors_stay_consistent(index):
     assert set(index._vectors.ids) == set(index.chunk_ids())
     assert np.allclose(np.linalg.norm(index._vectors.matrix, axis=1), 1.0, atol=1e-5)
+
+
+def test_load_index_from_storage_names_the_suite_loader(index, tmp_path):
+    """LlamaIndex's generic loader must not read a suite index as a SummaryIndex."""
+    from llama_index.core import StorageContext, load_index_from_storage
+
+    index.storage_context.persist(str(tmp_path / "storage"))  # LlamaIndex's own way
+    index.persist(tmp_path / "own")  # the suite's way
+    for folder in (tmp_path / "storage", tmp_path / "own"):
+        storage = StorageContext.from_defaults(persist_dir=str(folder))
+        with pytest.raises(IndexFormatError, match=r"KnnChunkIndex\.load\(dir\)"):
+            load_index_from_storage(storage)
+
+
+def test_llm_steps_persist_with_the_index(index, bow_embed, tmp_path):
+    from llama_index_graphrag_ext.core.llm import LLMChoice
+
+    index.llm_steps.plan(
+        "demo-step", LLMChoice(ScriptedLLM("x"), "settings"), needs="text", stand_in="nothing"
+    )
+    index.llm_steps.count("demo-step", 3)
+    index.llm_steps.fell_back("demo-step", ["HTTP 500"], what="chunk")
+    index.persist(tmp_path / "idx")
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["llm_steps"]["demo-step"]["fallbacks"] == 1
+    loaded = KnnChunkIndex.load(tmp_path / "idx", embed_model=bow_embed)
+    assert loaded.llm_steps.to_dict() == index.llm_steps.to_dict()
+    record = loaded.llm_steps.record("demo-step")
+    assert (record.tier, record.source, record.items) == ("full-llm", "settings", 3)
+
+
+async def test_async_writes_leave_the_loop_free(index):
+    """ainsert/adelete run in a worker thread: the caller's loop keeps ticking."""
+    import asyncio
+
+    ticks = 0
+
+    async def heartbeat():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    beat = asyncio.create_task(heartbeat())
+    await index.ainsert(Document(id_="lyon", text="Lyon lies on the Rhone in France."))
+    await index.adelete_ref_doc("lyon")
+    beat.cancel()
+    assert ticks > 10 and "lyon" not in  # blocking in the loop would give it two or three {n.ref_doc_id for n in index.get_chunks(index.chunk_ids())}

@@ -186,6 +186,25 @@ class LLMSteps:
             self._records[step] = record
         return llm
 
+    def chose_llm_free(self, step: str, stand_in: str, note: str) -> None:
+        """Record that ``step`` runs its LLM-free stand-in by the user's choice (no LLM asked for).
+
+        Args:
+            step: The step.
+            stand_in: What runs instead.
+            note: The choice that made it so (``alpha = 0``, ``generator="sentences"``, ...).
+        """
+        with self._lock:
+            old = self._records.get(step)
+            record = StepRecord(step, "llm-free", stand_in=stand_in, note=note, source="choice")
+            if old is not None:
+                record.items, record.fallbacks, record.reasons = (
+                    old.items,
+                    old.fallbacks,
+                    old.reasons,
+                )
+            self._records[step] = record
+
     def count(self, step: str, items: int) -> None:
         """Count items handled by ``step`` (with the LLM or by the planned stand-in)."""
         with self._lock:
