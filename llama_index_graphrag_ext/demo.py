@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from llama_index.core import get_response_synthesizer
+from llama_index.core.llms import LLM
 
 from .core.defaults import describe_embed_model, resolve_embed_model
 from .core.llm import choose_llm, count_llm_calls
@@ -78,7 +79,7 @@ def format_evidence(evidence: dict[str, Any] | None, width: int = 140) -> str:
 def run_demo(
     methods: Sequence[str] | None = None,
     *,
-    llm: str | None = None,
+    llm: LLM | str | None = None,
     top_k: int = 3,
     data: str | Path = DEMO_DATA,
     out: TextIO = sys.stdout,
@@ -87,8 +88,9 @@ def run_demo(
 
     Args:
         methods: Registered method names; defaults to :data:`DEMO_METHODS`.
-        llm: A provider name (``embedded``, ``openai``, ``openai-like``, ``none``)
-            or None to select from the environment.
+        llm: An LLM, a provider name (``embedded``, ``openai``, ``openai-like``,
+            ``none``), or None for the suite's rule (``Settings.llm``, the
+            environment, the embedded SmolLM2).
         top_k: Passages shown and handed to the answer step.
         data: A benchmark folder (the shipped demo corpus by default).
         out: Where to print.

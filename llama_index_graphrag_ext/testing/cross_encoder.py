@@ -19,8 +19,7 @@ ranking quality.
 
 Note: FlagEmbedding 1.4.2 does not import under transformers >= 5.10 (its
 decoder-only rerankers import the removed ``transformers.modeling_attn_mask_utils``
-at import time); ``tests/testing/test_cross_encoder.py`` shows the failure and a
-test-only stand-in.
+at import time), which is why the project pins ``transformers<5.10``.
 """
 
 from __future__ import annotations
