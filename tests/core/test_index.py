@@ -227,4 +227,5 @@ async def test_async_writes_leave_the_loop_free(index):
     await index.ainsert(Document(id_="lyon", text="Lyon lies on the Rhone in France."))
     await index.adelete_ref_doc("lyon")
     beat.cancel()
-    assert ticks > 10 and "lyon" not in  # blocking in the loop would give it two or three {n.ref_doc_id for n in index.get_chunks(index.chunk_ids())}
+    assert ticks > 10  # blocking in the loop would leave it two or three
+    assert "lyon" not in {n.ref_doc_id for n in index.get_chunks(index.chunk_ids())}
