@@ -66,6 +66,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if getattr(args, key):
             report[key] = getattr(args, key)
     print(format_table(report))
+    if config.llm == "wire":
+        from .eval.wire import format_cost_table
+
+        print()
+        print(format_cost_table(report))
     if args.out:
         write_report(report, args.out)
         print(f"wrote {args.out}")
@@ -161,7 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="method option, repeatable"
     )
-    bench.add_argument("--llm", help="provider for LLM methods (default: from environment)")
+    bench.add_argument(
+        "--llm",
+        help="provider for LLM methods: openai, openai-like, embedded, none (default: the "
+        "environment), or wire (the loopback model server: measures the full tier's calls "
+        "and tokens)",
+    )
     bench.add_argument("--cache-dir", help="folder for LLM response caches")
     bench.add_argument("--out", help="write the JSON report here")
     bench.add_argument("--plot", help="write a recall bar chart here (PNG)")

@@ -323,6 +323,8 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         (counted in the usage's ``truncated``); a cut sufficiency verdict is not.
         """
         free_text = step in ("subanswer", "final", "summary")
+        if free_text:
+            self.llm_steps.count("answer", 1)
         reply = await llm.acomplete(prompt, max_tokens=_BUDGET[step], allow_cut=free_text)
         return reply.text
 

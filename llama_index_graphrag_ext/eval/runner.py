@@ -36,6 +36,7 @@ from ..core.llm import UsageMeter, count_llm_calls, describe_llm, fallback_share
 from .data import Benchmark, Question, load_benchmark
 from .metrics import accuracy, all_at_k, exact_match, percentile, recall_at_k, token_f1
 from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
+from .wire import phase_usage, wire_llm
 
 logger = logging.getLogger(__name__)
 
@@ -126,15 +127,24 @@ def evaluate_method(
     tier: str,
     answer_fn: Callable[[str, list], str] | None = None,
     show_progress: bool = True,
+    server: Any = None,
 ) -> dict[str, Any]:
-    """Build one method and run it over the questions; return its result row."""
+    """Build one method and run it over the questions; return its result row.
+
+    With ``server`` (the loopback wire server of ``--llm wire``) the row also
+    holds the server's own counts of requests and tokens per phase.
+    """
     row: dict[str, Any] = {"tier": tier}
     with RssSampler() as rss:
         usage.take()
+        mark = server.usage() if server is not None else None
         start = time.perf_counter()
         system = system_builder()
         row["index_seconds"] = round(time.perf_counter() - start, 3)
         _take_usage(usage, row, "index")
+        if server is not None:
+            row["server"] = {"index": phase_usage(server, mark)}
+            mark = server.usage()
         latencies, recalls, alls, answers = [], {k: [] for k in RECALL_KS}, [], []
         bar = tqdm(questions, desc=f"{name}: questions", unit="q", disable=not show_progress)
         for q in bar:
@@ -159,6 +169,8 @@ def evaluate_method(
                     )
                 )
         _take_usage(usage, row, "query")
+        if server is not None:
+            row["server"]["query"] = phase_usage(server, mark)
     for k in RECALL_KS:
         row[f"recall@{k}"] = round(float(np.mean(recalls[k])), 4) if recalls[k] else None
     row["all@5"] = round(float(np.mean(alls)), 4) if alls else None
@@ -173,6 +185,9 @@ def evaluate_method(
         row["info"] = system.info
     records = [r for ledger in system.steps for r in ledger.records()]
     if records:
+        # The tier the method's LLM steps really ran in (an LLM step that could
+        # not run falls to llm-free, and the row says so).
+        row["tier"] = "+".join(sorted({r.tier for r in records}))
         row["llm_steps"] = [r.to_dict() for r in records]
         fell, items = fallback_share(records)
         row["fallbacks"] = f"{fell}/{items}" if items else "0"
@@ -206,7 +221,25 @@ def judge_fallbacks(row: dict[str, Any], allow: bool) -> None:
 
 
 def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dict[str, Any]:
-    """Run every method of ``config`` on one benchmark; return the report (JSON-ready)."""
+    """Run every method of ``config`` on one benchmark; return the report (JSON-ready).
+
+    ``config.llm == "wire"`` runs the LLM methods against the loopback model
+    server and reports the server's own counts (see :mod:`.wire`).
+    """
+    if config.llm != "wire":
+        return _run(config, registry)
+    with wire_llm() as (server, llm):
+        report = _run(config, registry, server=server, llm=llm)
+    report["run"]["llm_note"] = (
+        "loopback wire server (testing.replies): calls and prompt tokens are the methods' own; "
+        "completion tokens are the stand-in model's"
+    )
+    return report
+
+
+def _run(
+    config: RunConfig, registry: MethodRegistry, server: Any = None, llm: LLM | None = None
+) -> dict[str, Any]:
     full = load_benchmark(config.data)
     bench: Benchmark = full.subset(config.limit, config.max_passages)
     specs = [(name, *registry.resolve(name)) for name in config.methods]  # fail fast on typos
@@ -225,7 +258,7 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
 
     def llm_factory() -> LLM | None:
         if "llm" not in llm_cache:
-            llm_cache["llm"] = resolve_llm(config.llm)
+            llm_cache["llm"] = llm if llm is not None else resolve_llm(config.llm)
         return llm_cache["llm"]
 
     report: dict[str, Any] = {
@@ -250,6 +283,10 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
         },
     }
     documents = bench.documents()
+    if server is not None:  # the unit of the cost table's per-1k-token figures
+        from ..core.text import count_tokens
+
+        report["run"]["corpus_tokens"] = sum(count_tokens(d.text) for d in documents)
     if config.floor:
         floor = embedding_floor_seconds(base_embed, documents)
         if floor is not None:
@@ -276,6 +313,7 @@ def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dic
                     tier=spec.tier,
                     answer_fn=answer_fn,
                     show_progress=config.show_progress,
+                    server=server,
                 )
             if llm is not None:
                 row["llm"] = describe_llm(llm)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from llama_index.core.schema import Document
 
 from ..core.nodes import PassageParser
-from ..eval.registry import BenchContext, BenchSystem, register_method
+from ..eval.registry import BenchContext, BenchSystem, query_engine_answerer, register_method
 from .extract import CooccurrenceExtractor, default_extractor
 from .index import FGRAGIndex
 
@@ -44,20 +44,22 @@ def _retriever(index: FGRAGIndex, ctx: BenchContext):
     )
 
 
-def _build(documents: Sequence[Document], ctx: BenchContext, extractor, steps=None) -> BenchSystem:
+def _build(
+    documents: Sequence[Document], ctx: BenchContext, extractor, steps=None
+) -> tuple[BenchSystem, FGRAGIndex]:
     index = FGRAGIndex.from_documents(
         documents,
         kg_extractors=[extractor],
         embed_model=ctx.embed_model,
         transformations=[PassageParser()],
         show_progress=ctx.show_progress,
+        llm_steps=steps,
     )
     info = index.stats()
     stats = getattr(extractor, "stats", None)
     if stats:
         info["extraction"] = stats
-    ledgers = [steps] if steps is not None else [index.llm_steps]
-    return BenchSystem(retriever=_retriever(index, ctx), info=info, steps=ledgers)
+    return BenchSystem(retriever=_retriever(index, ctx), info=info, steps=[index.llm_steps]), index
 
 
 @register_method(
@@ -66,7 +68,7 @@ def _build(documents: Sequence[Document], ctx: BenchContext, extractor, steps=No
     "FG-RAG: spaCy co-occurrence graph, context-aware entity expansion, chunks by description",
 )
 def build_fgrag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    return _build(documents, ctx, CooccurrenceExtractor())
+    return _build(documents, ctx, CooccurrenceExtractor())[0]
 
 
 @register_method(
@@ -85,4 +87,15 @@ def build_fgrag_llm(documents: Sequence[Document], ctx: BenchContext) -> BenchSy
         cache_path=cache,
         on_llm_failure=ctx.option("on_llm_failure", "fallback"),
     )  # the embedded SmolLM2 cannot write the records: co-occurrence, planned and logged
-    return _build(documents, ctx, extractor, steps)
+    system, index = _build(documents, ctx, extractor, steps)
+    # The full tier answers with the paper's map-reduce (used when the runner answers).
+    engine = index.as_query_engine(
+        llm=ctx.llm(),
+        max_query_entities=ctx.option("max_query_entities", 9),
+        max_questions=ctx.option("max_questions", 10),
+        cache_path=str(ctx.cache_dir / "fgrag-query.sqlite") if ctx.cache_dir else None,
+        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
+    )
+    system.answerer = query_engine_answerer(engine)
+    system.steps.append(engine.llm_steps)
+    return system

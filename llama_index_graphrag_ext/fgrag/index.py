@@ -130,6 +130,8 @@ class FGRAGIndex(PropertyGraphIndex):
         vector_namespace: Prefix of the entity table's name in the store (``fgrag``).
         llm_options: Settings of the default LLM extractor (``max_concurrency``,
             ``max_attempts``, ``timeout``, ``cache_path``, ``on_llm_failure``).
+        llm_steps: A step ledger to record into (one that planned ``kg_extractors``
+            with :func:`~.extract.default_extractor`); a fresh one by default.
         **kwargs: Passed on to ``PropertyGraphIndex``.
 
     Example:
@@ -152,6 +154,7 @@ class FGRAGIndex(PropertyGraphIndex):
         vector_store: BasePydanticVectorStore | None = None,
         vector_namespace: str | None = None,
         llm_options: dict[str, Any] | None = None,
+        llm_steps: LLMSteps | None = None,
         **kwargs: Any,
     ) -> None:
         # Kept apart from PropertyGraphIndex's own vector_store (which would embed
@@ -171,7 +174,7 @@ class FGRAGIndex(PropertyGraphIndex):
         self._snapshot: EntityGraph | None = None
         self._snapshot_lock = threading.RLock()
         #: Which LLM and tier extraction used, and its fallbacks (persisted).
-        self.llm_steps = LLMSteps("FGRAGIndex")
+        self.llm_steps = llm_steps if llm_steps is not None else LLMSteps("FGRAGIndex")
         self._llm_arg = llm
         self._llm_choice: LLMChoice | None = None
         if kg_extractors:
@@ -179,7 +182,8 @@ class FGRAGIndex(PropertyGraphIndex):
             for extractor in extractors:
                 if isinstance(extractor, FGRAGExtractor):
                     extractor.attach_steps(self.llm_steps)
-            if not any(isinstance(e, FGRAGExtractor) for e in extractors):
+            no_llm = not any(isinstance(e, FGRAGExtractor) for e in extractors)
+            if no_llm and self.llm_steps.record("extraction") is None:
                 self.llm_steps.chose_llm_free(
                     "extraction", "spaCy co-occurrence graph", "kg_extractors without an LLM"
                 )

@@ -5,7 +5,7 @@
 | :mod:`.resolve` | the one rule that picks a component's LLM; tiers; what an LLM can do |
 | :mod:`.steps` | each component's step ledger: LLM and tier per step, fallbacks counted, ``on_llm_failure`` |
 | :mod:`.settings` | the settings every LLM-using component shares (concurrency, retries, time-out, cache, ``on_llm_failure``) |
-| :mod:`.calls` | `LLMCaller`: retries, structured output, length limits, cache, streams, concurrency |
+| :mod:`.calls` (:mod:`.structured`, :mod:`.streams`, :mod:`.target`) | `LLMCaller`: retries, structured output, length limits, cache, streams, concurrency |
 | :mod:`.parse` | reading replies as real models write them (reasoning, fences, wrappers, yes/no) |
 | :mod:`.retry` | which errors are retried and how long to wait (tenacity) |
 | :mod:`.loop` | the one event loop every LLM call runs on |

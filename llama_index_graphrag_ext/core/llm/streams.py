@@ -1,0 +1,115 @@
+"""Streamed replies (a mixin of ``LLMCaller``).
+
+A stream is served from the cache when it can be, retried until its first
+piece, counted, and cached once complete; a stream cut by the length limit is
+counted and not cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from .loop import iterate_async, iterate_sync
+from .parse import strip_reasoning
+from .target import is_blocking, lock_of
+from .usage import capture, finish_reason, fresh_call_depth
+
+# The caller's log: one logger for everything an LLMCaller does.
+logger = logging.getLogger(__package__ + ".calls")
+
+__all__ = ["StreamCalls"]
+
+
+class StreamCalls:
+    """``astream`` / ``stream`` of :class:`.calls.LLMCaller`."""
+
+    # Provided by LLMCaller.
+    meter: Any
+    cache: Any
+    llm_name: str
+
+    def astream(self, prompt: str, *, max_tokens: int | None = None) -> AsyncIterator[str]:
+        """Stream a reply's text pieces (see the module docs); the whole reply is cached."""
+        return iterate_async(lambda: self._astream(prompt, max_tokens))
+
+    def stream(self, prompt: str, *, max_tokens: int | None = None) -> Iterator[str]:
+        """Synchronous :meth:`astream`."""
+        return iterate_sync(lambda: self._astream(prompt, max_tokens))
+
+    async def _astream(self, prompt: str, limit: int | None) -> AsyncIterator[str]:
+        key = self.cache_key(prompt) if self.cache is not None else None
+        if key is not None and (cached := self.cache.get(key)) is not None:
+            self.meter.add(cache_hits=1)
+            yield strip_reasoning(cached)
+            return
+        kwargs = self._limit_kwargs(limit)
+        chunks: list[str] = []
+        reason: str | None = None
+        with fresh_call_depth(), capture() as cap:
+            stream = await self._retrying(
+                lambda: self._open_stream(prompt, kwargs), f"LLM stream ({self.llm_name})"
+            )
+            async for response in stream:
+                delta = getattr(response, "delta", None) or ""
+                reason = finish_reason(response) or reason
+                chunks.append(delta)
+                yield delta
+            tokens = cap.tokens(prompt)
+        self.meter.add(prompt_tokens=tokens[0], completion_tokens=tokens[1])
+        text = "".join(chunks)
+        if reason == "length":
+            self.meter.add(truncated=1)
+            logger.warning("streamed reply of %s cut by the length limit", self.llm_name)
+        elif key is not None:
+            self.cache.put(key, text)
+
+    async def _open_stream(self, prompt: str, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        """Open a stream and wait for its first piece (errors before it are retried)."""
+        self.meter.add(calls=1)
+        if is_blocking(self._target):
+            source = _thread_stream(self._target, prompt, kwargs)
+        else:
+            source = await self._timed(self._target.astream_complete(prompt, **kwargs))
+        iterator = source.__aiter__()
+        try:
+            first = await self._timed(iterator.__anext__())
+        except StopAsyncIteration:
+            first = None
+
+        async def rest() -> AsyncIterator[Any]:
+            if first is not None:
+                yield first
+                async for item in iterator:
+                    yield item
+
+        return rest()
+
+
+async def _thread_stream(llm: Any, prompt: str, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+    """A blocking LLM's ``stream_complete`` consumed in a worker thread."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    done = object()
+    lock = lock_of(llm)
+
+    def produce() -> None:
+        try:
+            with lock:
+                for item in llm.stream_complete(prompt, **kwargs):
+                    loop.call_soon_threadsafe(queue.put_nowait, item)
+        except BaseException as exc:  # handed to the consumer
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
+        loop.call_soon_threadsafe(queue.put_nowait, done)
+
+    worker = loop.run_in_executor(None, produce)
+    while True:
+        item = await queue.get()
+        if item is done:
+            break
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    await worker
