@@ -108,7 +108,9 @@ class FGRAGQueryEngine(BaseQueryEngine):
             minus a reserve (the paper sets none; small models need one).
         streaming: Stream the reduce step.
         cache_path: Optional sqlite file caching LLM answers.
-        num_workers: Concurrent LLM calls in the map step.
+        num_workers: Concurrent LLM calls in the map step (``max_concurrency`` too).
+        max_concurrency: The same as ``num_workers``, under the name every other
+            component uses; wins when given.
         max_attempts, timeout, on_llm_failure: The LLM call settings (see
             :class:`~..core.llm.LLMSettings`).
         callback_manager: Callbacks; ``Settings`` when omitted.
@@ -126,12 +128,14 @@ class FGRAGQueryEngine(BaseQueryEngine):
         streaming: bool = False,
         cache_path: str | None = None,
         num_workers: int = 4,
+        max_concurrency: int | None = None,
         max_attempts: int = 3,
         timeout: float | None = 60.0,
         on_llm_failure: str = "fallback",
         callback_manager: CallbackManager | None = None,
         **retriever_kwargs: Any,
     ) -> None:
+        num_workers = max_concurrency if max_concurrency is not None else num_workers
         if max_query_entities <= 0 or max_questions <= 0 or num_workers <= 0:
             raise ValueError("max_query_entities, max_questions and num_workers must be > 0")
         choice = choose_llm(llm) if llm is not None else index.llm_choice

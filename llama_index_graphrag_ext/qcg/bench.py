@@ -10,9 +10,8 @@ Options (``graphrag-ext bench --set key=value``), all optional:
   SmolLM2 to bound the work), ``alpha``, ``format`` (``auto`` / ``json`` /
   ``lines``), ``concurrency``, ``preset`` (``multihop-rag`` / ``lihuaworld``).
 
-``qcg`` keeps every generated answer in ``<cache-dir>/qcg-doc2query.sqlite``
-(``--cache-dir``; default ``~/.cache/llama-index-graphrag-ext``), so a rerun makes
-no LLM call. Bound a slow generator with ``--max-passages`` (a corpus sample,
+With ``--cache-dir`` ``qcg`` keeps every generated answer in
+``<cache-dir>/qcg-doc2query.sqlite``, so a rerun makes no LLM call. Bound a slow generator with ``--max-passages`` (a corpus sample,
 reported as such in the output) and ``pairs``.
 
 Each method starts from its preset (``sentences`` / ``multihop-rag``, see
@@ -22,7 +21,6 @@ runner's ``top_k``; ``chunk_weight`` can be overridden too.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -87,13 +85,9 @@ def build_qcg_sentences(documents: Sequence[Document], ctx: BenchContext) -> Ben
     return BenchSystem(retriever=index.as_retriever(), info=_info(index))
 
 
-def _cache_path(ctx: BenchContext) -> str:
-    folder = (
-        ctx.cache_dir
-        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        / "llama-index-graphrag-ext"
-    )
-    return str(Path(folder) / "qcg-doc2query.sqlite")
+def _cache_path(ctx: BenchContext) -> str | None:
+    """The Doc2Query response cache under ``--cache-dir`` (none without one)."""
+    return str(Path(ctx.cache_dir) / "qcg-doc2query.sqlite") if ctx.cache_dir else None
 
 
 @register_method(

@@ -96,7 +96,7 @@ class LLMCache:
         """Return the cached value for ``key``, or ``None`` when absent.
 
         Args:
-            key: A key, usually from [`cache_key`][llama_index_graphrag_ext.core.cache.cache_key].
+            key: A key, usually from [`cache_key`][llama_index_graphrag_ext.core.llm.cache.cache_key].
 
         Returns:
             The stored text, or ``None``.
@@ -201,7 +201,7 @@ def cache_key(model_id: str, prompt: str, params: dict[str, Any] | None = None) 
 
     Args:
         model_id: The model's identity, usually from
-            [`llm_fingerprint`][llama_index_graphrag_ext.core.cache.llm_fingerprint].
+            [`llm_fingerprint`][llama_index_graphrag_ext.core.llm.cache.llm_fingerprint].
         prompt: The full prompt text.
         params: Call parameters that change the answer (sampling settings,
             extra keyword arguments).
