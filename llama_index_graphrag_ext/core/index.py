@@ -33,7 +33,6 @@ import os
 import threading
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,9 +40,7 @@ from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.data_structs.data_structs import IndexList
-from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
 from llama_index.core.indices.base import BaseIndex
-from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index.core.storage.docstore.types import RefDocInfo
@@ -60,7 +57,13 @@ from .defaults import resolve_embed_model
 from .graph import TypedGraph
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
-from .persist import IndexFormatError, atomic_dir, read_manifest, write_manifest
+from .persist import (
+    INDEX_STORE_FILE,
+    SuiteIndexList,
+    atomic_dir,
+    read_manifest,
+    write_manifest,
+)
 from .vectors import RowSearch, StoreTables
 
 logger = logging.getLogger(__name__)
@@ -70,36 +73,6 @@ DOCSTORE_FILE = "docstore.json"
 #: Chunks decoded at a time while persisting.
 _PERSIST_SLICE = 1024
 GRAPH_FILE = "graph.json.gz"
-#: LlamaIndex's index-store file name, written so its loader finds the suite's struct.
-INDEX_STORE_FILE = "index_store.json"
-#: Type key of the suite's index structs in LlamaIndex's index store.
-SUITE_STRUCT_TYPE = "graphrag_ext_index"
-
-
-@dataclass
-class SuiteIndexList(IndexList):
-    """LlamaIndex's ``IndexList``, tagged with the suite index class that owns it."""
-
-    index_class: str = ""
-
-    @classmethod
-    def get_type(cls) -> str:  # type: ignore[override]
-        return SUITE_STRUCT_TYPE
-
-
-def _refuse_generic_load(index_struct: SuiteIndexList, **kwargs: Any) -> None:
-    """What ``load_index_from_storage`` meets for a suite index: an error that says how to load it."""
-    dotted = index_struct.index_class or "a llama-index-graphrag-ext index"
-    name = dotted.rsplit(".", 1)[-1]
-    raise IndexFormatError(
-        f"This storage holds {dotted}, which LlamaIndex's load_index_from_storage cannot "
-        f"rebuild (its graph and vectors live in files of its own). Persist it with "
-        f"index.persist(dir) and load it with {name}.load(dir)."
-    )
-
-
-INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[SUITE_STRUCT_TYPE] = SuiteIndexList  # type: ignore[index]
-INDEX_STRUCT_TYPE_TO_INDEX_CLASS[SUITE_STRUCT_TYPE] = _refuse_generic_load  # type: ignore[index]
 
 
 class GraphIndexBase(BaseIndex[IndexList]):
