@@ -47,10 +47,15 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from ..core.compact_store import CompactKVStore, compact_storage_context
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
-from ..core.persist import INDEX_STORE_FILE, SuiteIndexList
 from ..core.llm import LLMChoice, LLMSteps, choose_llm, run_sync
 from ..core.nodes import prepare_documents
-from ..core.persist import atomic_dir, read_manifest, write_manifest
+from ..core.persist import (
+    INDEX_STORE_FILE,
+    SuiteIndexList,
+    atomic_dir,
+    read_manifest,
+    write_manifest,
+)
 from ..core.vectors import StoreTables
 from .expansion import EntityGraph
 from .extract import (
