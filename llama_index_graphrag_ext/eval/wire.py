@@ -3,7 +3,7 @@
 No capable model is reachable from the machines this suite is measured on, so
 the cost of each method's full-LLM tier is measured over a real HTTP wire: the
 runner starts the loopback OpenAI-compatible server of the wire tests
-([`WireServer`][llama_index_graphrag_ext.testing.wire.WireServer]) answering like a
+([`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer]) answering like a
 capable model ([`ModelReplies`][llama_index_graphrag_ext.testing.replies.ModelReplies]),
 points ``OpenAILike`` at it, and reads the *server's* counts of requests and
 tokens (tiktoken ``cl100k_base``, as OpenAI bills) for each method's indexing

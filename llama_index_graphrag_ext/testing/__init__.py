@@ -4,7 +4,7 @@
   LlamaIndex LLM that answers from a script (unit tests of LLM logic).
 * [`BagOfWordsEmbedding`][llama_index_graphrag_ext.testing.BagOfWordsEmbedding]:
   a fast, dependency-free embedder for plumbing tests.
-* [`WireServer`][llama_index_graphrag_ext.testing.wire.WireServer]: a real
+* [`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer]: a real
   OpenAI-compatible HTTP server on loopback (``testing.wire``), for exercising
   the full-LLM tier over a real wire.
 """

@@ -18,7 +18,7 @@ from llama_index_graphrag_ext.testing.wire import WireServer
 
 @pytest.fixture
 def wire_server(request):
-    """A started [`WireServer`][llama_index_graphrag_ext.testing.wire.WireServer], stopped after the test.
+    """A started [`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer], stopped after the test.
 
     A responder that raised fails the test at teardown (the client only saw a
     500): a test that provokes one on purpose clears ``wire_server.errors``.

@@ -1,11 +1,11 @@
 """A real OpenAI-compatible HTTP server on loopback, for testing LLM clients over a real wire.
 
-[`WireServer`][llama_index_graphrag_ext.testing.wire.WireServer] runs uvicorn in a daemon
+[`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer] runs uvicorn in a daemon
 thread of the test process and answers ``/v1/chat/completions``, ``/v1/completions`` and
 ``/v1/models`` as OpenAI-compatible servers do (JSON, Server-Sent Events, ``usage`` in
 tiktoken ``cl100k_base`` tokens, ``max_tokens`` cuts, tool calls, ``response_format``,
 OpenAI-style errors), so a client's HTTP, pooling, retries, timeouts and SSE parsing all
-really run. A *responder* decides what the "model" says; [`Fault`][llama_index_graphrag_ext.testing.wire.Fault]s
+really run. A *responder* decides what the "model" says; [`Fault`][llama_index_graphrag_ext.testing.wire.protocol.Fault]s
 make chosen requests fail, stall or get cut.
 
 Example:
@@ -24,13 +24,10 @@ import copy
 import functools
 import inspect
 import json
-import os
-import re
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import uvicorn
@@ -40,204 +37,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["Fault", "WireRecord", "WireReply", "WireRequest", "WireServer", "count_tokens"]
+from .answers import Answer, compose, response_body, stream_chunks
+from .protocol import (
+    CHAT_PATH,
+    COMPLETIONS_PATH,
+    ERRORS,
+    PATHS,
+    Fault,
+    WireRecord,
+    WireReply,
+    WireRequest,
+    encoding,
+    parse_request,
+)
 
-CHAT_PATH = "/v1/chat/completions"
-COMPLETIONS_PATH = "/v1/completions"
-PATHS = (CHAT_PATH, COMPLETIONS_PATH)
-
-
-@dataclass
-class WireRequest:
-    """One completion request, as the server parsed it.
-
-    ``stream``, ``tools``, ``tool_choice`` and ``response_format`` are the body's fields
-    (``None`` when absent); ``headers`` has lower-case names.
-
-    Attributes:
-        path: ``"/v1/chat/completions"`` or ``"/v1/completions"``.
-        body: The parsed JSON body.
-        prompt: What the model reads: the chat messages' text contents joined with
-            ``"\\n"`` (empty ones skipped), or ``body["prompt"]`` for completions.
-        messages: The chat messages (``[]`` for completions).
-        max_tokens: The body's ``max_tokens``, else its ``max_completion_tokens``.
-        number: 1-based arrival order (since the last :meth:`WireServer.reset`).
-    """
-
-    path: str
-    body: dict
-    prompt: str
-    messages: list[dict]
-    max_tokens: int | None
-    stream: bool
-    tools: list[dict] | None
-    tool_choice: Any
-    response_format: dict | None
-    headers: dict[str, str]
-    number: int
-
-
-@dataclass
-class WireReply:
-    """What the "model" answers to one request.
-
-    Attributes:
-        text: The assistant's text as the model would write it.
-        arguments: A structured payload: a tool call's arguments when the request has
-            ``tools``, the JSON content when its ``response_format`` is ``json_schema``
-            or ``json_object``; ignored otherwise.
-        task: A label for the per-task counts of :meth:`WireServer.stats`.
-        finish_reason: Normally ``None`` (the server decides); set it to force one,
-            e.g. ``"length"`` to fake a truncation. A real cut always says ``"length"``.
-    """
-
-    text: str = ""
-    arguments: dict | list | None = None
-    task: str | None = None
-    finish_reason: str | None = None
-
-
-@dataclass
-class Fault:
-    """A misbehaviour of the server for the requests it matches.
-
-    Attributes:
-        status: Answer with this HTTP error and an OpenAI-style body (0: answer normally).
-        retry_after: Seconds sent in the ``Retry-After`` header of that error.
-        delay: Sleep this long (asynchronously) before answering, e.g. past a client timeout.
-        cut_at: Cut the completion after this many tokens (``finish_reason`` ``"length"``).
-        match: Which requests it applies to (``None``: any).
-        times: How many matching requests it applies to (``None``: no limit).
-        message: The error message (default: what OpenAI says for that status).
-    """
-
-    status: int = 0
-    retry_after: float | None = None
-    delay: float = 0.0
-    cut_at: int | None = None
-    match: Callable[[WireRequest], bool] | None = None
-    times: int | None = 1
-    message: str | None = None
-
-
-@dataclass
-class WireRecord:
-    """What happened to one request, in :attr:`WireServer.log`.
-
-    Attributes:
-        request: The request.
-        status: The HTTP status answered: ``None`` while in flight, 499 when the
-            client had hung up before the answer (e.g. it timed out during a delay).
-        text: The completion actually sent (content, or a tool call's arguments).
-        usage: The ``usage`` sent (answered requests only).
-        finish_reason: The finish reason sent.
-        task: The responder's label.
-        peer: The client's ``host:port``: one per TCP connection.
-    """
-
-    request: WireRequest
-    status: int | None = None
-    text: str | None = None
-    usage: dict | None = None
-    finish_reason: str | None = None
-    task: str | None = None
-    peer: str | None = None
-    _generation: int = field(default=0, repr=False)
-
-
-# (type, code, message) of OpenAI's error bodies, by status.
-_ERRORS: dict[int, tuple[str, str | None, str]] = {
-    400: ("invalid_request_error", None, "Invalid request."),
-    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided"),
-    403: ("permission_error", None, "You are not allowed to sample from this model."),
-    404: ("invalid_request_error", "model_not_found", "The model does not exist."),
-    429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests."),
-    500: ("server_error", None, "The server had an error while processing your request."),
-    503: ("server_error", None, "The engine is currently overloaded, please try again later."),
-}
-
-_ENCODING: Any = None
-_ENCODING_LOCK = threading.Lock()
-
-
-def encoding() -> Any:
-    """tiktoken's ``cl100k_base`` (loaded once, offline, from llama-index-core's bundled copy)."""
-    global _ENCODING
-    with _ENCODING_LOCK:
-        if _ENCODING is None:
-            import llama_index.core
-            import tiktoken
-
-            # tiktoken downloads its files unless TIKTOKEN_CACHE_DIR holds them, and
-            # llama-index-core ships cl100k_base: point there for the load only.
-            here = os.path.dirname(llama_index.core.__file__)
-            bundled = os.path.join(here, "_static", "tiktoken_cache")
-            previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-            if previous is None and os.path.isdir(bundled):
-                os.environ["TIKTOKEN_CACHE_DIR"] = bundled
-            try:
-                _ENCODING = tiktoken.get_encoding("cl100k_base")
-            finally:
-                if previous is None:
-                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-        return _ENCODING
-
-
-def count_tokens(text: str) -> int:
-    """Number of ``cl100k_base`` tokens in ``text``, as the server counts them in ``usage``."""
-    return len(encoding().encode(text, disallowed_special=()))
-
-
-def _text_of(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, list):  # content parts: keep the text ones
-        parts = [p for p in content if isinstance(p, dict) and "text" in p]
-        return "\n".join(str(p["text"]) for p in parts)
-    return content if isinstance(content, str) else ""
-
-
-def _parse(path: str, body: dict, headers: dict[str, str], number: int) -> WireRequest:
-    messages: list[dict] = []
-    if path == CHAT_PATH:
-        raw = body.get("messages")
-        messages = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
-        prompt = "\n".join(t for t in map(_text_of, messages) if t)
-    else:
-        raw = body.get("prompt", "")
-        prompt = "\n".join(map(str, raw)) if isinstance(raw, list) else str(raw)
-    max_tokens = body.get("max_tokens")
-    if max_tokens is None:
-        max_tokens = body.get("max_completion_tokens")
-    tools, response_format = body.get("tools"), body.get("response_format")
-    return WireRequest(
-        path=path,
-        body=body,
-        prompt=prompt,
-        messages=messages,
-        max_tokens=max_tokens if isinstance(max_tokens, int) else None,
-        stream=bool(body.get("stream")),
-        tools=tools if isinstance(tools, list) and tools else None,
-        tool_choice=body.get("tool_choice"),
-        response_format=response_format if isinstance(response_format, dict) else None,
-        headers=headers,
-        number=number,
-    )
-
-
-def _tool_name(request: WireRequest) -> str:
-    """The tool a tool call names: the one ``tool_choice`` forces, else the first tool."""
-    choice = request.tool_choice
-    if isinstance(choice, dict):  # {"type": "function", "function": {"name": ...}}
-        name = (choice.get("function") or {}).get("name") or choice.get("name")
-        if name:
-            return str(name)
-    first = request.tools[0] if request.tools else {}
-    return (first.get("function") or {}).get("name") or first.get("name") or "function"
-
-
-def _pieces(text: str) -> list[str]:
-    """Word-sized stream pieces whose concatenation is exactly ``text``."""
-    return re.findall(r"\S+\s*|\s+", text)
+__all__ = ["WireServer"]
 
 
 async def _sleep(seconds: float, wake: asyncio.Event | None) -> None:
@@ -245,15 +59,6 @@ async def _sleep(seconds: float, wake: asyncio.Event | None) -> None:
     if seconds > 0:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for((wake or asyncio.Event()).wait(), seconds)
-
-
-@dataclass
-class _Answer:
-    text: str
-    finish_reason: str
-    usage: dict
-    tool: tuple[str, str] | None  # (call id, function name) when answering with a tool call
-    task: str | None
 
 
 class _UvicornServer(uvicorn.Server):
@@ -276,8 +81,8 @@ class WireServer:
 
     Args:
         responder: Called (in a worker thread, so it may block) with each
-            [`WireRequest`][llama_index_graphrag_ext.testing.wire.WireRequest]; returns
-            a [`WireReply`][llama_index_graphrag_ext.testing.wire.WireReply], a string
+            [`WireRequest`][llama_index_graphrag_ext.testing.wire.protocol.WireRequest]; returns
+            a [`WireReply`][llama_index_graphrag_ext.testing.wire.protocol.WireReply], a string
             (the text) or a dict/list (the ``arguments``). May be ``async``. Settable at
             any time as :attr:`responder`. Default: answers ``"OK"``. If it raises, the
             client gets a 500 and the exception is kept in :attr:`errors`.
@@ -287,7 +92,7 @@ class WireServer:
 
     Attributes:
         base_url: ``"http://127.0.0.1:PORT/v1"`` once started (``port`` holds PORT).
-        log: A [`WireRecord`][llama_index_graphrag_ext.testing.wire.WireRecord] per
+        log: A [`WireRecord`][llama_index_graphrag_ext.testing.wire.protocol.WireRecord] per
             completion request, in arrival order.
         errors: The exceptions the responder raised.
     """
@@ -445,7 +250,7 @@ class WireServer:
     def _arrive(self, path: str, body: dict, headers: dict, peer: str | None) -> WireRecord:
         with self._lock:
             self._number += 1
-            record = WireRecord(_parse(path, body, headers, self._number), peer=peer)
+            record = WireRecord(parse_request(path, body, headers, self._number), peer=peer)
             record._generation = self._generation
             self.log.append(record)
             self._counts["requests"] += 1
@@ -461,7 +266,7 @@ class WireServer:
                     return fault
         return None
 
-    def _finish(self, record: WireRecord, status: int, answer: _Answer | None = None) -> None:
+    def _finish(self, record: WireRecord, status: int, answer: Answer | None = None) -> None:
         with self._lock:
             record.status = status
             if answer is not None:
@@ -496,7 +301,7 @@ class WireServer:
     @staticmethod
     def _error(status: int, message: str | None = None, retry_after: float | None = None):
         kind = "server_error" if status >= 500 else "invalid_request_error"
-        kind, code, default = _ERRORS.get(status, (kind, None, "Error."))
+        kind, code, default = ERRORS.get(status, (kind, None, "Error."))
         error = {"message": message or default, "type": kind, "param": None, "code": code}
         headers = {}
         if retry_after is not None:  # servers write whole seconds as an integer
@@ -543,13 +348,13 @@ class WireServer:
             with self._lock:
                 self.errors.append(exc)
             return fail(500, f"The responder raised {exc!r}")
-        answer = self._compose(wreq, reply, fault.cut_at if fault else None)
+        answer = compose(wreq, reply, fault.cut_at if fault else None)
         # Counted before sending: a client that has read the reply sees it in stats().
         self._finish(record, 200, answer)
         if wreq.stream:
-            chunks = self._chunks(wreq, answer)
+            chunks = stream_chunks(wreq, answer, self.model)
             return StreamingResponse(self._sse(chunks), media_type="text/event-stream")
-        return JSONResponse(self._body(wreq, answer))
+        return JSONResponse(response_body(wreq, answer, self.model))
 
     async def _call_responder(self, request: WireRequest) -> WireReply:
         # In a worker thread: a responder that blocks does not stall other requests.
@@ -563,91 +368,6 @@ class WireServer:
         if not isinstance(result, WireReply):
             raise TypeError(f"the responder returned {type(result).__name__}, not a WireReply")
         return result
-
-    # ---- composing answers ------------------------------------------------------------
-
-    def _compose(self, request: WireRequest, reply: WireReply, cut_at: int | None) -> _Answer:
-        fmt = (request.response_format or {}).get("type")
-        structured = reply.arguments is not None
-        calls = request.path == CHAT_PATH and request.tools and request.tool_choice != "none"
-        tool = (f"call_{uuid.uuid4().hex[:24]}", _tool_name(request)) if calls else None
-        if tool is not None and structured:
-            text, finish = json.dumps(reply.arguments), "tool_calls"
-        elif fmt in ("json_schema", "json_object") and structured:
-            text, finish = json.dumps(reply.arguments), "stop"
-        else:  # text, also when the request has tools but the reply no arguments
-            text, finish, tool = reply.text, "stop", None
-        finish = reply.finish_reason or finish
-
-        # The prompt, plus the JSON of tools and schemas: real servers put those in
-        # front of the model too, and bill them.
-        prompt_tokens = count_tokens(request.prompt)
-        if request.tools:
-            prompt_tokens += count_tokens(json.dumps(request.tools))
-        if fmt == "json_schema":
-            prompt_tokens += count_tokens(json.dumps(request.response_format))
-
-        # max_tokens (or a fault's cut) stops the model mid-text, as a real one stops.
-        tokens = encoding().encode(text, disallowed_special=())
-        limits = [n for n in (request.max_tokens, cut_at) if n is not None]
-        if limits and len(tokens) > max(min(limits), 0):
-            tokens = tokens[: max(min(limits), 0)]
-            text, finish = encoding().decode(tokens), "length"
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens)}
-        usage["total_tokens"] = prompt_tokens + len(tokens)
-        return _Answer(text=text, finish_reason=finish, usage=usage, tool=tool, task=reply.task)
-
-    def _head(self, request: WireRequest, kind: str) -> dict:
-        prefix = "chatcmpl" if request.path == CHAT_PATH else "cmpl"
-        model = request.body.get("model") or self.model
-        head = {"id": f"{prefix}-{uuid.uuid4().hex[:24]}", "object": kind}
-        return {**head, "created": int(time.time()), "model": model, "system_fingerprint": None}
-
-    def _body(self, request: WireRequest, answer: _Answer) -> dict:
-        if request.path == COMPLETIONS_PATH:
-            choice: dict[str, Any] = {"text": answer.text, "index": 0, "logprobs": None}
-            head = self._head(request, "text_completion")
-        else:
-            message: dict[str, Any] = {"role": "assistant", "content": answer.text, "refusal": None}
-            if answer.tool is not None:
-                function = {"name": answer.tool[1], "arguments": answer.text}
-                call = {"id": answer.tool[0], "type": "function", "function": function}
-                message.update(content=None, tool_calls=[call])
-            choice = {"index": 0, "message": message, "logprobs": None}
-            head = self._head(request, "chat.completion")
-        choice["finish_reason"] = answer.finish_reason
-        return {**head, "choices": [choice], "usage": answer.usage}
-
-    def _chunks(self, request: WireRequest, answer: _Answer) -> list[dict]:
-        """The stream's chunks, all made up front (the reply is already decided)."""
-        chat = request.path == CHAT_PATH
-        head = self._head(request, "chat.completion.chunk" if chat else "text_completion")
-        options = request.body.get("stream_options")
-        with_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-
-        def chunk(payload: Any, finish: str | None = None) -> dict:
-            choice = {"index": 0, "delta" if chat else "text": payload}
-            out = {**head, "choices": [{**choice, "logprobs": None, "finish_reason": finish}]}
-            if with_usage:  # OpenAI then sends "usage": null on every chunk but the last
-                out["usage"] = None
-            return out
-
-        pieces = _pieces(answer.text)
-        if not chat:
-            chunks = [chunk(p) for p in pieces] + [chunk("", answer.finish_reason)]
-        elif answer.tool is not None:  # the call's head, then its arguments in pieces
-            function = {"name": answer.tool[1], "arguments": ""}
-            call = {"index": 0, "id": answer.tool[0], "type": "function", "function": function}
-            chunks = [chunk({"role": "assistant", "content": None, "tool_calls": [call]})]
-            for p in pieces:
-                chunks.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}))
-            chunks.append(chunk({}, answer.finish_reason))
-        else:
-            chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
-            chunks += [chunk({"content": p}) for p in pieces] + [chunk({}, answer.finish_reason)]
-        if with_usage:
-            chunks.append({**head, "choices": [], "usage": answer.usage})
-        return chunks
 
     async def _sse(self, chunks: list[dict]) -> Any:
         for i, chunk in enumerate(chunks):
