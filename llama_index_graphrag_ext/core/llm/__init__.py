@@ -25,6 +25,7 @@ from .loop import on_suite_loop, run_sync, suite_loop
 from .parse import (
     LLMOutputError,
     find_items,
+    is_refusal,
     is_unanswered,
     parse_answer,
     parse_json,
@@ -99,6 +100,7 @@ __all__ = [
     "on_suite_loop",
     "parse_answer",
     "parse_json",
+    "is_refusal",
     "parse_list",
     "parse_yes_no",
     "provider_from_env",

@@ -29,6 +29,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 __all__ = [
     "LLMOutputError",
     "find_items",
+    "is_refusal",
     "is_unanswered",
     "json_candidates",
     "parse_answer",
@@ -60,12 +61,13 @@ class LLMOutputError(ValueError):
 
 # --------------------------------------------------------------------------- reasoning
 
-_REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
+# The tags reasoning models wrap their thoughts in.
+REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
 _CLOSED_BLOCK = re.compile(
-    r"<(" + "|".join(_REASONING_TAGS) + r")>.*?</\1>\s*", re.IGNORECASE | re.DOTALL
+    r"<(" + "|".join(REASONING_TAGS) + r")>.*?</\1>\s*", re.IGNORECASE | re.DOTALL
 )
-_OPEN_BLOCK = re.compile(r"^\s*<(" + "|".join(_REASONING_TAGS) + r")>", re.IGNORECASE)
-_STRAY_CLOSE = re.compile(r"^.*?</(" + "|".join(_REASONING_TAGS) + r")>\s*", re.DOTALL)
+_OPEN_BLOCK = re.compile(r"^\s*<(" + "|".join(REASONING_TAGS) + r")>", re.IGNORECASE)
+_STRAY_CLOSE = re.compile(r"^.*?</(" + "|".join(REASONING_TAGS) + r")>\s*", re.DOTALL)
 
 
 def strip_reasoning(text: str) -> str:
@@ -79,7 +81,7 @@ def strip_reasoning(text: str) -> str:
     text = _CLOSED_BLOCK.sub("", text)
     if _OPEN_BLOCK.match(text):
         return ""
-    if re.search(r"</(" + "|".join(_REASONING_TAGS) + r")>", text, re.IGNORECASE):
+    if re.search(r"</(" + "|".join(REASONING_TAGS) + r")>", text, re.IGNORECASE):
         text = _STRAY_CLOSE.sub("", text, count=1)
     return text.strip()
 
@@ -309,8 +311,10 @@ def parse_list(text: str) -> list[str]:
     Recognises ``1. foo``, ``1) foo``, ``(2) foo``, ``- foo``, ``* foo``,
     ``\u2022 foo`` and ``[foo]``. When any line is marked, unmarked lines (a
     preamble such as "Here are the questions:", closing remarks) are dropped;
-    otherwise every non-empty line is an item. Quotes, backticks or ``**``
-    around a whole item are removed; reasoning blocks are skipped.
+    otherwise every non-empty line is an item, unless the reply is a refusal
+    ("I'm sorry, but I can't help with that.": no items, see :func:`is_refusal`).
+    Quotes, backticks or ``**`` around a whole item are removed; reasoning
+    blocks are skipped.
     """
     lines: list[tuple[str, bool]] = []
     for line in strip_reasoning(text).splitlines():
@@ -330,7 +334,23 @@ def parse_list(text: str) -> list[str]:
             lines.append((item, marked))
     if any(marked for _, marked in lines):
         return [item for item, marked in lines if marked]
+    if lines and is_refusal(lines[0][0]):
+        return []
     return [item for item, _ in lines]
+
+
+# How assistants decline; a refusal has no items, whatever its shape.
+_REFUSAL = re.compile(
+    r"^\W*(?:(?:i'?m|i am) (?:sorry|afraid|unable|not able)|sorry\b|i apologi[sz]e"
+    r"|i (?:cannot|can't|can not|won't|will not|am not able to|must decline)"
+    r"|unfortunately,? i|as an ai\b)",
+    re.IGNORECASE,
+)
+
+
+def is_refusal(text: str) -> bool:
+    """Whether a reply opens by declining the task ("I'm sorry, but I can't ...")."""
+    return bool(_REFUSAL.match(strip_reasoning(text).replace("\u2019", "'")))
 
 
 # --------------------------------------------------------------------------- answers

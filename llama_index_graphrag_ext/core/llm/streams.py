@@ -2,25 +2,28 @@
 
 A stream is served from the cache when it can be, retried until its first
 piece, counted, and cached once complete; a stream cut by the length limit is
-counted and not cached.
+counted and not cached. Reasoning blocks (``<think>...</think>``) are dropped
+as the pieces arrive, by the same filter that replays a cached reply, so a
+stream reads the same the first time and every time after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from .loop import iterate_async, iterate_sync
-from .parse import strip_reasoning
+from .parse import REASONING_TAGS
 from .target import is_blocking, lock_of
 from .usage import capture, finish_reason, fresh_call_depth
 
 # The caller's log: one logger for everything an LLMCaller does.
 logger = logging.getLogger(__package__ + ".calls")
 
-__all__ = ["StreamCalls"]
+__all__ = ["ReasoningFilter", "StreamCalls"]
 
 
 class StreamCalls:
@@ -43,11 +46,14 @@ class StreamCalls:
         key = self.cache_key(prompt) if self.cache is not None else None
         if key is not None and (cached := self.cache.get(key)) is not None:
             self.meter.add(cache_hits=1)
-            yield strip_reasoning(cached)
+            replay = ReasoningFilter()
+            if text := replay.feed(cached) + replay.flush():
+                yield text
             return
         kwargs = self._limit_kwargs(limit)
         chunks: list[str] = []
         reason: str | None = None
+        reasoning = ReasoningFilter()
         with fresh_call_depth(), capture() as cap:
             stream = await self._retrying(
                 lambda: self._open_stream(prompt, kwargs), f"LLM stream ({self.llm_name})"
@@ -56,7 +62,10 @@ class StreamCalls:
                 delta = getattr(response, "delta", None) or ""
                 reason = finish_reason(response) or reason
                 chunks.append(delta)
-                yield delta
+                if shown := reasoning.feed(delta):
+                    yield shown
+            if shown := reasoning.flush():
+                yield shown
             tokens = cap.tokens(prompt)
         self.meter.add(prompt_tokens=tokens[0], completion_tokens=tokens[1])
         text = "".join(chunks)
@@ -86,6 +95,65 @@ class StreamCalls:
                     yield item
 
         return rest()
+
+
+_OPENING = re.compile(r"<(" + "|".join(REASONING_TAGS) + r")>", re.IGNORECASE)
+_OPENINGS = tuple(f"<{tag}>" for tag in REASONING_TAGS)
+
+
+class ReasoningFilter:
+    """Drops reasoning blocks from text that arrives in pieces.
+
+    Text that may be the start of an opening tag is held back until the next
+    piece settles it; a block never closed is dropped to the end. Leading
+    whitespace, and the whitespace after a block, is dropped as
+    :func:`.parse.strip_reasoning` drops it. (A closing tag whose opening the
+    server stripped cannot be recognised before it arrives, and passes.)
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._inside: str | None = None  # the tag of the block being dropped
+        self._skip_space = True
+
+    def feed(self, piece: str) -> str:
+        """The part of ``piece`` (with what was held) that is sure to be shown."""
+        held, shown = self._held + piece, []
+        while held:
+            if self._inside is not None:
+                close = f"</{self._inside}>"
+                end = held.lower().find(close)
+                if end < 0:  # keep what may be the start of the closing tag
+                    held = held[-(len(close) - 1) :]
+                    break
+                held, self._inside, self._skip_space = held[end + len(close) :], None, True
+                continue
+            if self._skip_space:
+                held = held.lstrip()
+                if not held:
+                    break
+                self._skip_space = False
+            start = held.find("<")
+            if start < 0:
+                shown.append(held)
+                held = ""
+                break
+            shown.append(held[:start])
+            held = held[start:]
+            if opening := _OPENING.match(held):
+                self._inside, held = opening.group(1).lower(), held[opening.end() :]
+            elif any(tag.startswith(held.lower()) for tag in _OPENINGS):
+                break  # too short to tell: wait for the next piece
+            else:
+                shown.append("<")
+                held = held[1:]
+        self._held = held
+        return "".join(shown)
+
+    def flush(self) -> str:
+        """What is still held once the text has ended (nothing inside an open block)."""
+        held, self._held = self._held, ""
+        return "" if self._inside is not None else held
 
 
 async def _thread_stream(llm: Any, prompt: str, kwargs: dict[str, Any]) -> AsyncIterator[Any]:

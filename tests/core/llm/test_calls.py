@@ -1,31 +1,28 @@
-"""LLMCaller with a scripted LLM: cache, retries, time-outs, concurrency, structure, limits."""
+"""LLMCaller with a scripted LLM: cache, retries, time-outs, concurrency, streams, meters."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Any, ClassVar
+from typing import Any
 
-import openai
 import pytest
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
-from pydantic import BaseModel, Field
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
-from llama_index_graphrag_ext.core.llm.calls import LLMCaller, LLMTruncatedError, call_copy
-from llama_index_graphrag_ext.core.llm.parse import LLMOutputError
+from llama_index_graphrag_ext.core.llm.calls import LLMCaller, call_copy
+from llama_index_graphrag_ext.core.llm.parse import strip_reasoning
 from llama_index_graphrag_ext.core.llm.retry import RetryPolicy
 from llama_index_graphrag_ext.core.llm.steps import LLMFallbackError
+from llama_index_graphrag_ext.core.llm.streams import ReasoningFilter
 from llama_index_graphrag_ext.core.llm.usage import UsageMeter
 from llama_index_graphrag_ext.core.text.tokens import count_tokens
 from llama_index_graphrag_ext.testing import Delay, ScriptedLLM
-from llama_index_graphrag_ext.testing.wire import Fault, WireRequest, WireServer
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0, timeout=5.0)
 CALLS_LOG = "llama_index_graphrag_ext.core.llm.calls"
@@ -43,24 +40,6 @@ class Status(Exception):
         self.status_code = status_code
 
 
-class QA(BaseModel):
-    question: str
-    answer: str
-
-
-class QAPairs(BaseModel):
-    pairs: list[QA]
-
-
-class Verdict(BaseModel):
-    answer: str
-    confidence: float
-
-
-PAIRS = '[{"question": "Who?", "answer": "Ada"}, {"question": "When?", "answer": "1843"}]'
-EXPECTED = QAPairs(pairs=[QA(question="Who?", answer="Ada"), QA(question="When?", answer="1843")])
-
-
 class InFlight:
     """An async scripted answer that records the peak number of calls in flight."""
 
@@ -75,34 +54,6 @@ class InFlight:
         finally:
             self.now -= 1
         return f"answer to {prompt}"
-
-
-class LengthLimited(CustomLLM):
-    """Cuts its reply (finish_reason "length") unless max_tokens reaches ``needs``."""
-
-    accepts_max_tokens: ClassVar[bool] = True
-    needs: int = 300
-    reply: str = '{"answer": "Paris", "confidence": 0.9}'
-    window: int = 4096
-    seen: list[Any] = Field(default_factory=list)
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(context_window=self.window, model_name="limited")
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        limit = kwargs.get("max_tokens")
-        self.seen.append(limit)
-        if limit is None or limit < self.needs:
-            return CompletionResponse(
-                text=self.reply[:9], raw={"choices": [{"finish_reason": "length"}]}
-            )
-        return CompletionResponse(text=self.reply, raw={"choices": [{"finish_reason": "stop"}]})
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
-        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------- complete and cache
@@ -235,13 +186,6 @@ async def test_value_error_from_the_llm_counts_as_a_failure():
     assert caller.meter.failures == 1
 
 
-async def test_value_error_from_the_llm_is_not_taken_for_an_unusable_reply():
-    llm = ScriptedLLM([ValueError("Requested tokens (9000) exceed context window"), PAIRS])
-    with pytest.raises(ValueError, match="context window"):
-        await LLMCaller(llm, retry=FAST).astructured("p", QAPairs)
-    assert llm.call_count == 1
-
-
 async def test_backoff_waits_between_attempts():
     llm = ScriptedLLM([ConnectionError("1"), ConnectionError("2"), "ok"])
     caller = LLMCaller(llm, retry=RetryPolicy(base_delay=0.04, max_delay=1.0))
@@ -369,129 +313,6 @@ async def test_blocking_llm_runs_off_the_loop_one_call_at_a_time():
     assert llm.peak == 1  # one lock per model object: it is not thread-safe
 
 
-# --------------------------------------------------------------------------- structured (text mode)
-
-
-@pytest.mark.parametrize(
-    "reply",
-    [
-        PAIRS,
-        f'Sure! Here are the pairs:\n```json\n{{"qa_pairs": {PAIRS}}}\n```\nAnything else?',
-        f'{{"result": {{"items": {PAIRS}}}}}',
-        '{"1": {"question": "Who?", "answer": "Ada"}, "2": {"question": "When?", "answer": "1843"}}',
-        f"<think>Two pairs.</think>\n{PAIRS[:-1]},]",
-    ],
-)
-async def test_structured_reads_real_reply_shapes(reply):
-    llm = ScriptedLLM([reply])
-    caller = LLMCaller(llm, retry=FAST)
-    assert await caller.astructured("Write QA pairs as JSON.", QAPairs) == EXPECTED
-    assert llm.call_count == 1 and caller.meter.parse_failures == 0
-
-
-async def test_structured_repairs_an_unusable_reply_once():
-    llm, cache = ScriptedLLM(["I cannot find any pairs, sorry.", PAIRS]), LLMCache()
-    caller = LLMCaller(llm, cache=cache, retry=FAST)
-    prompt = "Write QA pairs as JSON."
-    assert await caller.astructured(prompt, QAPairs) == EXPECTED
-    assert llm.call_count == 2 and caller.meter.parse_failures == 0
-    repair = llm.calls[1]
-    assert repair.startswith(prompt) and "JSON" in repair[len(prompt) :]
-    # The usable result is cached under the original prompt.
-    assert await caller.astructured(prompt, QAPairs) == EXPECTED
-    assert llm.call_count == 2 and caller.meter.cache_hits == 1
-
-
-async def test_structured_gives_up_and_counts_a_parse_failure():
-    llm, cache = ScriptedLLM(["nope", "still nope", "never"]), LLMCache()
-    caller = LLMCaller(llm, cache=cache, retry=FAST)
-    with pytest.raises(LLMOutputError, match="no usable Verdict after 2") as info:
-        await caller.astructured("q", Verdict)
-    assert info.value.raw == "still nope"
-    assert llm.call_count == 2 and caller.meter.parse_failures == 1 and caller.meter.failures == 0
-    assert len(cache) == 0
-
-
-async def test_structured_without_repairs_and_llm_errors_propagate():
-    llm = ScriptedLLM(["bad"])
-    with pytest.raises(LLMOutputError):
-        await LLMCaller(llm, retry=FAST).astructured("q", Verdict, repair_attempts=0)
-    assert llm.call_count == 1
-    down = LLMCaller(ScriptedLLM([RuntimeError("down")]), retry=FAST)
-    with pytest.raises(RuntimeError):
-        await down.astructured("q", Verdict)
-    assert down.meter.failures == 1 and down.meter.parse_failures == 0
-
-
-async def test_structured_replaces_a_stale_cache_entry():
-    cache = LLMCache()
-    caller = LLMCaller(ScriptedLLM(['{"answer": "Paris", "confidence": 1}']), cache=cache)
-    key = caller.cache_key("q", "structured:Verdict")
-    cache.put(key, "garbage from an older run")
-    assert (await caller.astructured("q", Verdict)).answer == "Paris"
-    assert Verdict.model_validate_json(cache.get(key)).answer == "Paris"
-
-
-async def test_structured_check_rejects_and_re_asks():
-    llm = ScriptedLLM(
-        ['{"answer": "", "confidence": 0.2}', '{"answer": "Paris", "confidence": 0.9}']
-    )
-    caller = LLMCaller(llm, retry=FAST)
-
-    def check(value: Verdict) -> Verdict:
-        if not value.answer:
-            raise ValueError("empty answer")
-        return value
-
-    assert (await caller.astructured("q", Verdict, check=check)).answer == "Paris"
-    assert "empty answer" in llm.calls[1]
-
-
-# --------------------------------------------------------------------------- length limits
-
-
-async def test_cut_reply_is_asked_again_with_twice_the_limit():
-    llm = LengthLimited(needs=300)
-    caller = LLMCaller(llm, retry=FAST, cache=LLMCache())
-    reply = await caller.acomplete("Capital of France as JSON?", max_tokens=100)
-    assert reply.text == llm.reply and reply.finish_reason == "stop"
-    assert llm.seen == [100, 200, 400]
-    assert caller.meter.length_retries == 2 and caller.meter.truncated == 0
-    assert await caller.astructured("another", Verdict, max_tokens=150) == Verdict(
-        answer="Paris", confidence=0.9
-    )
-    assert llm.seen[3:] == [150, 300]
-
-
-async def test_without_a_limit_a_cut_reply_gets_the_room_left_in_the_window():
-    llm = LengthLimited(needs=300, window=1000)
-    reply = await LLMCaller(llm, retry=FAST).acomplete("short prompt")
-    assert reply.text == llm.reply
-    assert llm.seen[0] is None and 300 <= llm.seen[1] < 1000
-
-
-async def test_reply_that_never_completes_raises_truncated_and_is_not_cached():
-    llm, cache = LengthLimited(needs=10**6), LLMCache()
-    caller = LLMCaller(llm, retry=FAST, cache=cache)
-    with pytest.raises(LLMTruncatedError) as info:
-        await caller.acomplete("p", max_tokens=100)
-    assert info.value.raw == llm.reply[:9]
-    assert llm.seen == [100, 200, 400]
-    assert caller.meter.truncated == 1 and len(cache) == 0
-    with pytest.raises(LLMTruncatedError):
-        await caller.astructured("p2", Verdict, max_tokens=100)
-    assert caller.meter.parse_failures == 1 and len(llm.seen) == 6  # no repair re-ask
-
-
-async def test_length_retries_count_the_re_asks_made():
-    llm = LengthLimited(needs=10**6)
-    caller = LLMCaller(llm, retry=FAST)
-    with pytest.raises(LLMTruncatedError, match="400"):
-        await caller.acomplete("p", max_tokens=100)
-    assert llm.seen == [100, 200, 400]
-    assert caller.meter.length_retries == 2
-
-
 # --------------------------------------------------------------------------- streams
 
 
@@ -564,150 +385,29 @@ def test_call_copy_turns_off_client_retries_without_touching_the_original():
     assert call_copy(scripted, FAST) is scripted
 
 
-# --------------------------------------------------------------------------- over the wire
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<think>Felix was born in Pest.</think>\n\nPest",
+        "  <Thinking>a < b, so</Thinking> The answer is <b>Pest</b>.",
+        "Pest <think>second thoughts</think> and Buda",
+        "<reasoning>cut before the answer",
+        "x < 3 and <thin ice> is not a tag",
+        "no reasoning at all",
+    ],
+)
+def test_reasoning_filter_shows_what_strip_reasoning_keeps_however_the_text_is_cut(text):
+    for size in (1, 2, 3, 5, 8, len(text)):
+        reasoning = ReasoningFilter()
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        shown = "".join(reasoning.feed(p) for p in pieces) + reasoning.flush()
+        assert shown.rstrip() == strip_reasoning(text)
 
 
-@pytest.fixture
-def server():
-    srv = WireServer(lambda request: "The capital of France is Paris.").start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-    if srv.errors:
-        raise srv.errors[0]
-
-
-def like(server: WireServer, **kwargs: Any) -> OpenAILike:
-    return OpenAILike(
-        model="wire-model",
-        api_base=server.base_url,
-        api_key=server.api_key,
-        is_chat_model=True,
-        max_retries=3,
-        **kwargs,
-    )
-
-
-def test_wire_429_retry_after_is_honoured_by_the_one_retry_layer(server):
-    llm = like(server)
-    caller = LLMCaller(llm, retry=FAST)
-    server.inject(Fault(status=429, retry_after=0.2))
-    start = time.perf_counter()
-    assert caller.complete("Capital?").text == "The capital of France is Paris."
-    assert time.perf_counter() - start >= 0.2
-    assert server.stats()["requests"] == 2  # not 2 x (1 + the client's own 3 retries)
-    assert (caller.meter.calls, caller.meter.retries) == (2, 1)
-    assert llm.max_retries == 3  # the user's object is untouched
-
-
-def test_wire_401_is_tried_once(server):
-    caller = LLMCaller(like(server), retry=FAST)
-    server.inject(Fault(status=401))
-    with pytest.raises(openai.AuthenticationError):
-        caller.complete("Capital?")
-    assert server.stats()["requests"] == 1 and caller.meter.failures == 1
-
-
-def test_wire_500_then_success(server):
-    caller = LLMCaller(like(server), retry=FAST)
-    server.inject(Fault(status=500))
-    assert caller.complete("Capital?").text.endswith("Paris.")
-    assert server.stats()["by_status"] == {500: 1, 200: 1}
-
-
-def test_wire_delay_past_the_timeout_is_retried(server):
-    caller = LLMCaller(like(server), retry=RetryPolicy(base_delay=0.0, timeout=0.3))
-    server.inject(Fault(delay=3.0))
-    start = time.perf_counter()
-    assert caller.complete("Capital?").text.endswith("Paris.")
-    assert time.perf_counter() - start < 2.0
-    assert server.stats()["requests"] == 2 and caller.meter.retries == 1
-
-
-def test_wire_token_counts_equal_the_servers(server):
-    caller = LLMCaller(like(server), retry=FAST)
-    for prompt in ["Capital of France?", "And of Italy, in a few more words?"]:
-        caller.complete(prompt)
-    assert "".join(caller.stream("A streamed one")).endswith("Paris.")
-    stats = server.stats()
-    assert stats["answered"] == caller.meter.calls == 3
-    assert caller.meter.prompt_tokens == stats["prompt_tokens"]
-    assert caller.meter.completion_tokens == stats["completion_tokens"]
-
-
-def test_wire_cut_reply_is_asked_again_with_more_room(server):
-    caller = LLMCaller(like(server), retry=FAST)
-    assert caller.complete("Capital?", max_tokens=3).text == "The capital of France is Paris."
-    assert [r.request.max_tokens for r in server.log] == [3, 6, 12]
-    assert server.stats()["cut"] == 2 and caller.meter.length_retries == 2
-    # A stream cannot be asked again once shown: it is counted as cut and not cached.
-    streamed = LLMCaller(like(server), retry=FAST, cache=LLMCache())
-    assert "".join(streamed.stream("Capital?", max_tokens=3)) == "The capital of"
-    assert streamed.meter.truncated == 1 and len(streamed.cache) == 0
-
-
-def city(request: WireRequest) -> Any:
-    if request.tools or request.response_format:
-        return {"answer": "Paris", "confidence": 0.9}
-    return 'Sure! Here it is:\n```json\n{"answer": "Paris", "confidence": 0.9}\n```'
-
-
-def test_wire_structured_json_schema(server):
-    server.responder = city
-    llm = OpenAI(
-        model="gpt-4o-mini", api_base=server.base_url, api_key=server.api_key, max_retries=0
-    )
-    caller = LLMCaller(llm, retry=FAST)
-    assert caller.mode == "json_schema"
-    assert caller.structured("Capital?", Verdict) == Verdict(answer="Paris", confidence=0.9)
-    assert server.log[0].request.response_format["type"] == "json_schema"
-    assert caller.meter.prompt_tokens == server.stats()["prompt_tokens"]
-
-
-def test_wire_structured_tool_call(server):
-    server.responder = city
-    caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
-    assert caller.mode == "function_calling"
-    assert caller.structured("Capital?", Verdict) == Verdict(answer="Paris", confidence=0.9)
-    assert server.log[0].request.tools is not None
-
-
-def test_wire_server_rejecting_tools_switches_to_text_once(server, caplog):
-    server.responder = city
-    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None))
-    caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
-    with caplog.at_level(logging.WARNING, logger=CALLS_LOG):
-        assert caller.structured("Capital?", Verdict).answer == "Paris"
-        assert caller.structured("Capital again?", Verdict).answer == "Paris"
-    assert caller.mode == "text"
-    assert [(r.status, r.request.tools is not None) for r in server.log] == [
-        (400, True),
-        (200, False),
-        (200, False),
-    ]
-    switched = [r for r in caplog.records if "asking for JSON in text" in r.getMessage()]
-    assert len(switched) == 1 and switched[0].levelno == logging.WARNING
-
-
-def test_wire_switch_to_text_is_not_a_failure(server):
-    server.responder = city
-    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None))
-    caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
-    assert caller.structured("Capital?", Verdict).answer == "Paris"
-    assert caller.meter.failures == 0
-
-
-def test_wire_calls_from_successive_event_loops(server):
-    # Each asyncio.run has its own loop; the client's pooled connections must survive.
-    caller = LLMCaller(like(server), retry=RetryPolicy(max_attempts=1, timeout=5.0))
-
-    async def sync_call_inside_a_loop():
-        return caller.complete("Capital?").text
-
-    async def async_call():
-        return (await caller.acomplete("Capital, async?")).text
-
-    for run in (sync_call_inside_a_loop, sync_call_inside_a_loop, async_call, async_call):
-        assert asyncio.run(run()).endswith("Paris.")
-    assert server.stats()["by_status"] == {200: 4}
+def test_a_thinking_stream_and_its_cached_replay_read_the_same():
+    llm = ScriptedLLM(["<think>Felix, born in Pest.</think>\nPest"])
+    caller = LLMCaller(llm, cache=LLMCache())
+    fresh = list(caller.stream("Where was Felix born?"))
+    assert "".join(fresh) == "Pest"
+    assert list(caller.stream("Where was Felix born?")) == ["Pest"]
+    assert llm.call_count == 1

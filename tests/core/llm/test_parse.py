@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from llama_index_graphrag_ext.core.llm.parse import (
     LLMOutputError,
     find_items,
+    is_refusal,
     is_unanswered,
     json_candidates,
     parse_answer,
@@ -409,3 +410,26 @@ def test_is_unanswered_recognises_refusals(answer):
 )
 def test_is_unanswered_leaves_real_answers_alone(answer):
     assert not is_unanswered(answer)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I'm sorry, but I can't help with that request.",
+        "I’m sorry — I cannot rewrite this text.",
+        "<think>The text is odd.</think>\nI cannot assist with that.",
+        "As an AI language model, I am unable to do this.",
+        "Unfortunately, I can't split this paragraph.",
+    ],
+)
+def test_a_refusal_is_no_list(reply):
+    assert is_refusal(reply) and parse_list(reply) == []
+
+
+def test_a_list_is_kept_even_after_an_apologetic_preamble():
+    reply = "Sorry for the wait! Here they are:\n1. Who founded Acme?\n2. When?"
+    assert parse_list(reply) == ["Who founded Acme?", "When?"]
+    assert parse_list("Ada Lovelace wrote the first program.") == [
+        "Ada Lovelace wrote the first program."
+    ]
+    assert not is_refusal("Sorrento is a town in Campania.")
