@@ -27,7 +27,6 @@ with the index's class, and that loader raises an error naming
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -47,6 +46,7 @@ from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
+from .aio import OffLoopWrites
 from .compact_store import (
     CompactDocumentStore,
     CompactKVStore,
@@ -75,7 +75,7 @@ _PERSIST_SLICE = 1024
 GRAPH_FILE = "graph.json.gz"
 
 
-class GraphIndexBase(BaseIndex[IndexList]):
+class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
     """Shared plumbing of the suite's indexes (subclass it; see the module docs).
 
     Args:
@@ -337,34 +337,6 @@ class GraphIndexBase(BaseIndex[IndexList]):
                 for node_id in gone:
                     self.docstore.delete_document(node_id, raise_error=False)
             self._storage_context.index_store.add_index_struct(self._index_struct)
-
-    # The async twins run the work in a worker thread: building is CPU work
-    # (embedding, graph construction) and its LLM calls run on the suite's
-    # loop, so the caller's event loop is never blocked.
-
-    async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
-        """Async :meth:`insert` (runs off the caller's event loop)."""
-        await asyncio.to_thread(self.insert, document, **insert_kwargs)
-
-    async def ainsert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
-        """Async :meth:`insert_nodes` (runs off the caller's event loop)."""
-        await asyncio.to_thread(self.insert_nodes, nodes, **insert_kwargs)
-
-    async def adelete_ref_doc(
-        self, ref_doc_id: str, delete_from_docstore: bool = True, **kwargs: Any
-    ) -> None:
-        """Async :meth:`delete_ref_doc` (runs off the caller's event loop)."""
-        await asyncio.to_thread(
-            self.delete_ref_doc, ref_doc_id, delete_from_docstore=delete_from_docstore, **kwargs
-        )
-
-    async def adelete_nodes(
-        self, node_ids: list[str], delete_from_docstore: bool = False, **kwargs: Any
-    ) -> None:
-        """Async :meth:`delete_nodes` (runs off the caller's event loop)."""
-        await asyncio.to_thread(
-            self.delete_nodes, node_ids, delete_from_docstore=delete_from_docstore, **kwargs
-        )
 
     def _delete_node(self, node_id: str, **kwargs: Any) -> None:
         self.delete_nodes([node_id])

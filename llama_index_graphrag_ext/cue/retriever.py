@@ -20,7 +20,15 @@ from pydantic import BaseModel, Field
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from ..core.embeddings import embed_query, embed_texts, top_k_of_scores
-from ..core.llm import LLMCaller, LLMFallbackError, LLMSettings, LLMSteps, choose_llm, reason_of
+from ..core.llm import (
+    LLMCaller,
+    LLMFallbackError,
+    LLMSettings,
+    LLMSteps,
+    UsageMeter,
+    choose_llm,
+    reason_of,
+)
 from ..core.nodes import require_query, with_evidence
 from ..core.text import extract_entities, load_spacy, normalize_entity
 from .prompts import QUERY_ENTITY_PROMPT
@@ -180,6 +188,11 @@ class QIterRetriever(BaseRetriever):
             if planned is not None:
                 self._caller = self.llm_settings.new_caller(planned)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def usage(self) -> UsageMeter:
+        """LLM calls and tokens of the query-entity step so far (empty with spaCy entities)."""
+        return self._caller.meter if self._caller is not None else UsageMeter()
 
     @property
     def fallbacks(self) -> dict[str, int]:

@@ -528,8 +528,13 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
 
     @staticmethod
     def reply_budget(text: str) -> int:
-        """``max_tokens`` of one extraction reply: records describe the chunk about twice over."""
-        return 2 * count_tokens(text) + 256
+        """``max_tokens`` of one extraction reply.
+
+        Records restate the chunk (names, types, descriptions, delimiters) and run
+        to about twice its length; a cap costs nothing until it is reached, while a
+        cut reply is asked again with the whole prompt, so the cap leaves room.
+        """
+        return 4 * count_tokens(text) + 512
 
     async def aextract_text(self, text: str) -> Extraction:
         """Extraction and gleaning for one text; raises if the LLM call fails."""

@@ -44,6 +44,7 @@ from llama_index.core.storage.storage_context import StorageContext
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
+from ..core.aio import OffLoopWrites
 from ..core.compact_store import CompactKVStore, compact_storage_context
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
@@ -109,7 +110,7 @@ def _merge_lists(
     return changed
 
 
-class FGRAGIndex(PropertyGraphIndex):
+class FGRAGIndex(OffLoopWrites, PropertyGraphIndex):
     """FG-RAG's graph index on LlamaIndex's ``PropertyGraphIndex``.
 
     Args:

@@ -30,7 +30,15 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from pydantic import Field, PrivateAttr
 
-from ..core.llm import LLMChoice, LLMSettings, LLMSteps, choose_llm, parse_list, reason_of
+from ..core.llm import (
+    LLMChoice,
+    LLMSettings,
+    LLMSteps,
+    UsageMeter,
+    choose_llm,
+    parse_list,
+    reason_of,
+)
 from ..core.nodes import chunk_id
 from ..core.text import count_tokens, split_long_text, split_sentences_batch
 from .prompts import ATOMIC_CHUNK_PROMPT
@@ -122,6 +130,7 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
     _stats: dict[str, int] = PrivateAttr(default_factory=dict)
     _steps: LLMSteps = PrivateAttr(default_factory=lambda: LLMSteps("LP-RAG LLMAtomicChunker"))
     _choice: LLMChoice | None = PrivateAttr(default=None)
+    _meter: UsageMeter = PrivateAttr(default_factory=UsageMeter)
 
     @classmethod
     def class_name(cls) -> str:
@@ -143,6 +152,11 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
     def stats(self) -> dict[str, int]:
         """Counts of the last run: paragraphs, llm_paragraphs, fallback_paragraphs, failures, chunks."""
         return dict(self._stats)
+
+    @property
+    def usage(self) -> UsageMeter:
+        """LLM calls and tokens of every run of this chunker."""
+        return self._meter
 
     @property
     def llm_steps(self) -> LLMSteps:
@@ -197,7 +211,7 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
         answers: list[Any] = [None] * len(paragraphs)
         self._steps.count(STEP, len(paragraphs))
         if llm is not None:
-            caller = self.new_caller(llm)
+            caller = self.new_caller(llm, meter=self._meter)
 
             def usable(text: str) -> bool:
                 return bool(parse_bracketed_items(text, min_chars=self.min_chars))

@@ -33,7 +33,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges, top_k
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
-from ..core.llm import LLMSettings
+from ..core.llm import LLMSettings, UsageMeter
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.vectors import InMemoryVectorTable
 from .bridges import bridge_edges, bridge_queries, title_mentions, union_edges
@@ -184,6 +184,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             cache_path=llm_cache_path,
             on_llm_failure=on_llm_failure,
         )
+        self._usage = UsageMeter()
         self.train_config = TrainConfig(
             predictor=predictor,
             hidden=hidden,
@@ -219,6 +220,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         calls = self.llm_call_settings
         llm = {"max_attempts": calls.max_attempts, "timeout": calls.timeout}
         return {**self._settings, **llm, "on_llm_failure": calls.on_llm_failure, **train}
+
+    @property
+    def usage(self) -> UsageMeter:
+        """LLM calls and tokens of the synthetic-query step in this process (not persisted)."""
+        return self._usage
 
     @property
     def predictor(self) -> str:
@@ -394,6 +400,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             llm,
             per_batch=int(self._settings["queries_per_batch"]),
             settings=self.llm_call_settings,
+            meter=self.usage,
         )
         answers = generator.generate(
             [[texts[int(c)] for c in batches[b]] for b in chosen],
@@ -407,8 +414,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             what="batch",
             on_failure=self.llm_call_settings.on_llm_failure,
         )
+        asked = dict(generator.stats)
+        stats["llm_batches_asked"] = asked.pop("batches", len(chosen))
+        stats.update({f"llm_{k}": v for k, v in asked.items() if k != "queries"})
+        # Batches that got usable LLM questions (the others got pseudo-queries).
         stats["llm_batches"] = sum(1 for q in answers if q)
-        stats.update({f"llm_{k}": v for k, v in generator.stats.items() if k != "queries"})
         return {b: qs for b, qs in zip(chosen, answers, strict=True) if qs}
 
     def _bridge_queries(

@@ -32,7 +32,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from spacy.language import Language
 
-from ..core.llm import LLMSettings, reason_of
+from ..core.llm import LLMSettings, UsageMeter, reason_of
 from ..core.text import split_sentences_batch
 from .chunker import parse_bracketed_items, rule_sentencizer
 from .prompts import SYNTHETIC_QUERY_PROMPT
@@ -188,6 +188,8 @@ class SyntheticQueryGenerator(PromptMixin):
         min_words: Shortest question kept.
         settings: The LLM call settings (concurrency, retries, time-out, cache;
             see :class:`~..core.llm.LLMSettings`).
+        meter: Where calls and tokens are counted (default: a meter of its own,
+            :attr:`usage`).
     """
 
     def __init__(
@@ -198,6 +200,7 @@ class SyntheticQueryGenerator(PromptMixin):
         max_chunk_chars: int = 600,
         min_words: int = 3,
         settings: LLMSettings | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
         if llm is None:
             raise ValueError("SyntheticQueryGenerator needs an LLM")
@@ -208,7 +211,7 @@ class SyntheticQueryGenerator(PromptMixin):
         self.max_chunk_chars = max_chunk_chars
         self.min_words = min_words
         self.prompt: BasePromptTemplate = SYNTHETIC_QUERY_PROMPT
-        self.caller = (settings or LLMSettings()).new_caller(llm)
+        self.caller = (settings or LLMSettings()).new_caller(llm, meter=meter)
         self.stats: dict[str, int] = {}
         #: One reason per batch that got no question (the caller counts them as fallbacks).
         self.failures: list[str] = []
@@ -222,6 +225,11 @@ class SyntheticQueryGenerator(PromptMixin):
 
     def _get_prompt_modules(self) -> PromptMixinType:
         return {}
+
+    @property
+    def usage(self) -> UsageMeter:
+        """LLM calls and tokens spent by this generator."""
+        return self.caller.meter
 
     def format(self, chunk_texts: Sequence[str]) -> str:
         """The prompt for one batch."""
