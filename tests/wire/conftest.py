@@ -99,3 +99,38 @@ def give_llm(how):
         return {}
 
     return give
+
+
+# --------------------------------------------------------------------------- ledger checks
+
+
+@pytest.fixture
+def ran_on_the_wire(wire_llm, how):
+    """``check(record)``: a ledger record says its step ran in the full tier on ``wire_llm``,
+    handed over the ``how`` way."""
+
+    def check(record) -> None:
+        assert (record.tier, record.llm_class, record.model, record.source) == (
+            "full-llm",
+            type(wire_llm).__name__,
+            wire_llm.model,
+            how,
+        )
+
+    return check
+
+
+@pytest.fixture
+def persisted_ledger():
+    """``check(index, folder, **load_kwargs)``: persist ``index``, load it back, and check the
+    ledger survived in both the loaded index and ``manifest.json``; returns (loaded, manifest)."""
+    import json
+
+    def check(index, folder, **load_kwargs):
+        index.persist(folder)
+        loaded = type(index).load(folder, **load_kwargs)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert loaded.llm_steps.to_dict() == index.llm_steps.to_dict() == manifest["llm_steps"]
+        return loaded, manifest
+
+    return check

@@ -6,7 +6,6 @@ Corpora are a few MuSiQue passages (one chunk each); both clients run every test
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 
@@ -55,7 +54,15 @@ def extraction_usage(stats) -> tuple[int, int, int]:
 
 
 def test_cue_alpha_one_builds_every_chunks_units_from_the_llm(
-    docs, model_server, wire_llm, how, give_llm, bow_embed, tmp_path
+    docs,
+    model_server,
+    wire_llm,
+    how,
+    give_llm,
+    bow_embed,
+    tmp_path,
+    ran_on_the_wire,
+    persisted_ledger,
 ):
     index = build(docs, bow_embed, alpha=1.0, **give_llm(wire_llm))
     n = len(docs)
@@ -76,20 +83,10 @@ def test_cue_alpha_one_builds_every_chunks_units_from_the_llm(
     assert (meter.calls, meter.prompt_tokens, meter.completion_tokens) == extraction_usage(ex)
 
     record = index.llm_steps.record("knowledge-units")
-    assert (record.tier, record.llm_class, record.model, record.source) == (
-        "full-llm",
-        type(wire_llm).__name__,
-        wire_llm.model,
-        how,
-    )
+    ran_on_the_wire(record)
     assert (record.items, record.fallbacks, dict(record.reasons)) == (n, 0, {})
 
-    folder = tmp_path / "cue"
-    index.persist(folder)
-    loaded = MultiPartiteIndex.load(folder, embed_model=bow_embed)
-    assert loaded.llm_steps.to_dict() == index.llm_steps.to_dict()
-    manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["llm_steps"] == index.llm_steps.to_dict()
+    loaded, _ = persisted_ledger(index, tmp_path / "cue", embed_model=bow_embed)
     assert loaded.stats()["extraction"]["units_llm"] == ex["units_llm"]
 
 
@@ -173,7 +170,7 @@ def test_cue_transient_errors_are_retried_and_a_bad_key_is_not(
 
 
 def test_qiter_uses_the_llms_query_entities(
-    bench, docs, model_server, wire_llm, how, give_llm, bow_embed
+    bench, docs, model_server, wire_llm, how, give_llm, bow_embed, ran_on_the_wire
 ):
     index = build(docs, bow_embed)  # alpha 0: the build asks nothing
     assert model_server.stats()["requests"] == 0
@@ -188,12 +185,7 @@ def test_qiter_uses_the_llms_query_entities(
         differs += found != spacy.retrieve(question)[0].node.metadata["evidence"]["query_entities"]
     assert differs  # and not what spaCy would have found
     record = retriever.llm_steps.record("query-entities")
-    assert (record.tier, record.llm_class, record.model, record.source) == (
-        "full-llm",
-        type(wire_llm).__name__,
-        wire_llm.model,
-        how,
-    )
+    ran_on_the_wire(record)
     assert (record.items, record.fallbacks) == (len(questions), 0)
     assert retriever.fallbacks == {"query_entities_llm": 0}
     meter = retriever.usage

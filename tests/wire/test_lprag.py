@@ -8,7 +8,6 @@ Each step's meter (``chunker.usage``, ``index.usage``) and the suite's process-w
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 
@@ -66,7 +65,15 @@ def passage_line(doc) -> str:
 
 
 def test_lprag_llm_atomic_chunks_and_auto_llm_queries(
-    docs, model_server, wire_llm, how, give_llm, bow_embed, tmp_path
+    docs,
+    model_server,
+    wire_llm,
+    how,
+    give_llm,
+    bow_embed,
+    tmp_path,
+    ran_on_the_wire,
+    persisted_ledger,
 ):
     # query_source="auto": with how="settings" only Settings.llm is set, and it must be used.
     chunker = LLMAtomicChunker(**give_llm(wire_llm))
@@ -100,19 +107,10 @@ def test_lprag_llm_atomic_chunks_and_auto_llm_queries(
     steps = index.llm_steps
     for step, items in ((ATOMIC, n), (QUERIES, batches)):
         record = steps.record(step)
-        assert (record.tier, record.llm_class, record.model, record.source) == (
-            "full-llm",
-            type(wire_llm).__name__,
-            wire_llm.model,
-            how,
-        )
+        ran_on_the_wire(record)
         assert (record.items, record.fallbacks, dict(record.reasons)) == (items, 0, {})
 
-    folder = tmp_path / "lprag"
-    index.persist(folder)
-    loaded = ChunkQueryLinkIndex.load(folder, embed_model=bow_embed)
-    assert loaded.llm_steps.to_dict() == steps.to_dict()
-    assert json.loads((folder / "manifest.json").read_text())["llm_steps"] == steps.to_dict()
+    loaded, _ = persisted_ledger(index, tmp_path / "lprag", embed_model=bow_embed)
     assert [q["origin"] for q in loaded.queries()] == ["llm"] * len(queries)
 
 

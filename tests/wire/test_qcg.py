@@ -8,7 +8,6 @@ the server counted.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 
@@ -54,7 +53,15 @@ def pairs_of(index, docs) -> dict[str, list]:
 
 
 def test_doc2query_builds_m_pairs_per_chunk_metered_as_the_server_counted(
-    docs, model_server, wire_llm, how, give_llm, bow_embed, tmp_path
+    docs,
+    model_server,
+    wire_llm,
+    how,
+    give_llm,
+    bow_embed,
+    tmp_path,
+    ran_on_the_wire,
+    persisted_ledger,
 ):
     # No generator given: the index picks Doc2Query because an LLM resolves (llm= or Settings).
     index = build(docs, bow_embed, num_pairs=M, alpha=ALPHA, **give_llm(wire_llm))
@@ -75,20 +82,10 @@ def test_doc2query_builds_m_pairs_per_chunk_metered_as_the_server_counted(
     assert model_server.usage({"doc2query"})[1:] != (0, 0)
 
     record = index.llm_steps.record("doc2query")
-    assert (record.tier, record.llm_class, record.model, record.source) == (
-        "full-llm",
-        type(wire_llm).__name__,
-        wire_llm.model,
-        how,
-    )
+    ran_on_the_wire(record)
     assert (record.items, record.fallbacks, dict(record.reasons)) == (n, 0, {})
 
-    folder = tmp_path / "qcg"
-    index.persist(folder)
-    loaded = QueryCentricGraphIndex.load(folder, embed_model=bow_embed)
-    assert loaded.llm_steps.to_dict() == index.llm_steps.to_dict()
-    manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["llm_steps"] == index.llm_steps.to_dict()
+    loaded, manifest = persisted_ledger(index, tmp_path / "qcg", embed_model=bow_embed)
     assert manifest["llm_steps"]["doc2query"]["source"] == how
     assert [p.query for p in loaded.layer.pairs] == [p.query for p in index.layer.pairs]
     assert model_server.stats()["requests"] == n  # loading asks nothing

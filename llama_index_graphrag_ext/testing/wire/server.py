@@ -6,14 +6,7 @@ thread of the test process and answers ``/v1/chat/completions``, ``/v1/completio
 tiktoken ``cl100k_base`` tokens, ``max_tokens`` cuts, tool calls, ``response_format``,
 OpenAI-style errors), so a client's HTTP, pooling, retries, timeouts and SSE parsing all
 really run. A *responder* decides what the "model" says; [`Fault`][llama_index_graphrag_ext.testing.wire.protocol.Fault]s
-make chosen requests fail, stall or get cut.
-
-Example:
-    ```python
-    with WireServer(lambda req: "Paris") as server:
-        llm = OpenAILike(model="m", api_base=server.base_url, api_key=server.api_key)
-        assert llm.complete("Capital of France?").text == "Paris"
-    ```
+make chosen requests fail, stall or get cut (an example is in the package's docs).
 """
 
 from __future__ import annotations
