@@ -200,7 +200,7 @@ def qcg_nodes(index) -> list[tuple[str, str, str, str]]:
 
 def test_qcg_doc2query_survives_faults_and_resumes_from_the_cache(hash_embed, tmp_path):
     cache = str(tmp_path / "llm.sqlite")
-    faulty = FaultyLLM(qcg_answer, seed=3)
+    faulty = FaultyLLM(qcg_answer, seed=2)
     index = qcg_index(faulty.llm(), cache, hash_embed)
     assert_faults_happened(faulty)
     stats = index.build_stats
