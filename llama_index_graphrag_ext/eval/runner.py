@@ -146,6 +146,7 @@ def evaluate_method(
             row["server"] = {"index": phase_usage(server, mark)}
             mark = server.usage()
         latencies, recalls, alls, answers = [], {k: [] for k in RECALL_KS}, [], []
+        outcomes: list[dict[str, Any]] = []
         bar = tqdm(questions, desc=f"{name}: questions", unit="q", disable=not show_progress)
         for q in bar:
             start = time.perf_counter()
@@ -156,6 +157,9 @@ def evaluate_method(
                 ranked, results = system.retrieve(q.question)
                 latencies.append(time.perf_counter() - start)
                 prediction = answer_fn(q.question, results) if answer_fn else None
+            # Per-question outcome: the ranked passage ids, so two runs can be
+            # compared question by question (same top-k, paired differences).
+            outcomes.append({"id": q.id, "ranked": list(ranked[: max(RECALL_KS)])})
             if q.gold_ids:
                 for k in RECALL_KS:
                     recalls[k].append(recall_at_k(ranked, q.gold_ids, k))
@@ -181,6 +185,7 @@ def evaluate_method(
         em, f1, acc = np.mean(np.asarray(answers), axis=0)
         row.update(em=round(float(em), 4), f1=round(float(f1), 4), acc=round(float(acc), 4))
     row["peak_rss_mb"] = round(rss.peak_mb, 1)
+    row["per_question"] = outcomes
     if system.info:
         row["info"] = system.info
     records = [r for ledger in system.steps for r in ledger.records()]
