@@ -10,12 +10,13 @@
   or LlamaIndex's ``LLMSingleSelector``.
 * Sharing: [`SharedResources`][llama_index_graphrag_ext.compose.sharing.SharedResources]
   holds one cached embedder, one spaCy parse cache and one LLM cache for several
-  indexes over one corpus.
+  indexes over one corpus (what it saves is measured by
+  [`measure_sharing`][llama_index_graphrag_ext.eval.sharing.measure_sharing]).
 """
 
 from .fusion import PassageNode, PassageRetriever, fuse_retrievers, normalise_scores
 from .routing import QuestionType, QuestionTypeSelector, build_router, classify_question
-from .sharing import SharedResources, measure_sharing
+from .sharing import SharedResources
 
 __all__ = [
     "PassageNode",
@@ -26,6 +27,5 @@ __all__ = [
     "build_router",
     "classify_question",
     "fuse_retrievers",
-    "measure_sharing",
     "normalise_scores",
 ]

@@ -1,6 +1,7 @@
 """The one registry of benchmarkable methods.
 
-Each method package registers its names here (``register_method``); the runner,
+Each method's adapter in :mod:`llama_index_graphrag_ext.eval.methods` registers its
+names here (``register_method``); the runner,
 the demo and the CLI look them up. A name can be a pattern with named groups,
 such as ``cue-(?P<alpha>[0-9.]+)``, whose values reach the builder as options.
 """
@@ -26,18 +27,20 @@ from ..core.nodes import dedupe_by_source
 
 logger = logging.getLogger(__name__)
 
+_PACKAGE = __name__.split(".")[0]
+
 Tier = Literal["llm-free", "embedded-llm", "llm"]
 
-#: Modules that register the built-in methods; imported on first lookup. A method
-#: package whose ``bench`` module is not part of this install is skipped.
+#: Modules that register the built-in methods; imported on first lookup. A module
+#: whose method package is not part of this install is skipped.
 BUILTIN_MODULES = (
-    "llama_index_graphrag_ext.eval.baselines",
-    "llama_index_graphrag_ext.qcg.bench",
-    "llama_index_graphrag_ext.cue.bench",
-    "llama_index_graphrag_ext.chainrag.bench",
-    "llama_index_graphrag_ext.fgrag.bench",
-    "llama_index_graphrag_ext.lprag.bench",
-    "llama_index_graphrag_ext.compose.bench",
+    "llama_index_graphrag_ext.eval.methods.baselines",
+    "llama_index_graphrag_ext.eval.methods.qcg",
+    "llama_index_graphrag_ext.eval.methods.cue",
+    "llama_index_graphrag_ext.eval.methods.chainrag",
+    "llama_index_graphrag_ext.eval.methods.fgrag",
+    "llama_index_graphrag_ext.eval.methods.lprag",
+    "llama_index_graphrag_ext.eval.methods.compose",
 )
 
 
@@ -159,7 +162,12 @@ class MethodRegistry:
             if not found:
                 logger.debug("method module %s is not installed; skipped", module)
                 continue
-            importlib.import_module(module)
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:  # the adapter's method package is absent
+                if not (exc.name or "").startswith(_PACKAGE + "."):
+                    raise
+                logger.debug("method package %s is not installed; %s skipped", exc.name, module)
 
     def resolve(self, name: str) -> tuple[MethodSpec, dict[str, str]]:
         """The spec for ``name`` and the options its pattern captured.

@@ -11,7 +11,6 @@ from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.eval.registry import REGISTRY
 
 DOCS = [
     Document(
@@ -133,13 +132,6 @@ def test_empty_index_and_bad_settings(bow_embed):
         SentenceGraphIndex([], embed_model=bow_embed, alpha=1.5)
     with pytest.raises(TypeError):
         SentenceGraphIndex([], embed_model=bow_embed, beta=1)
-
-
-def test_registered_in_the_runner():
-    spec, captured = REGISTRY.resolve("chainrag-retriever-no-ss")
-    assert spec.tier == "llm-free" and captured == {"drop": "ss"}
-    assert REGISTRY.resolve("chainrag-retriever")[1] == {}
-    assert REGISTRY.resolve("chainrag")[0].tier == "llm"
 
 
 def _same_graph(a, b):

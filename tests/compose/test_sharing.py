@@ -6,11 +6,7 @@ import pytest
 from llama_index.core import Document
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
-from llama_index_graphrag_ext.compose.sharing import (
-    SharedResources,
-    format_sharing,
-    measure_sharing,
-)
+from llama_index_graphrag_ext.compose.sharing import SharedResources
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.core.text import (
@@ -103,15 +99,6 @@ def test_llm_cache_location(bow_embed, tmp_path):
     assert shared.llm_cache_path == str(tmp_path / "c" / "llm.sqlite")
     assert isinstance(shared.llm_cache(), LLMCache)
     assert SharedResources(shared.embed_model).embed_model is shared.embed_model  # no double wrap
-
-
-def test_measure_sharing_reports_both_ways(bow_embed):
-    result = measure_sharing(DOCS, ["cue-0.0", "chainrag-retriever"], embed_model=bow_embed)
-    assert set(result["separate"]) == set(result["shared"]) == {"cue-0.0", "chainrag-retriever"}
-    assert result["shared_stats"]["parse_hits"] == len(DOCS)
-    assert result["separate_total"] == pytest.approx(sum(result["separate"].values()), abs=0.05)
-    table = format_sharing(result)
-    assert table.count("\n") == 4 and "**total**" in table
 
 
 def test_default_entity_labels_survive_sharing(nlp):

@@ -41,8 +41,8 @@ from typing import Any
 
 from llama_index.core.schema import Document
 
-from ..eval.registry import REGISTRY, BenchContext, BenchSystem, register_method
-from .fusion import fuse_retrievers
+from ...compose.fusion import fuse_retrievers
+from ..registry import REGISTRY, BenchContext, BenchSystem, register_method
 
 logger = logging.getLogger(__name__)
 

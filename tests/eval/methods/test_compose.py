@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core import Document, Settings
 
-from llama_index_graphrag_ext.compose.bench import (
+from llama_index_graphrag_ext.eval.methods.compose import (
     ALIASES,
     BUILT_PARTS,
     corpus_fingerprint,

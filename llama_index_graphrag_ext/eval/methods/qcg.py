@@ -26,10 +26,10 @@ from pathlib import Path
 
 from llama_index.core.schema import Document
 
-from ..core.nodes import PassageParser
-from ..eval.registry import BenchContext, BenchSystem, register_method
-from .generator import Doc2QueryGenerator, SentenceQueryGenerator
-from .index import PRESETS, QueryCentricGraphIndex
+from ...core.nodes import PassageParser
+from ...qcg.generator import Doc2QueryGenerator, SentenceQueryGenerator
+from ...qcg.index import PRESETS, QueryCentricGraphIndex
+from ..registry import BenchContext, BenchSystem, register_method
 
 
 #: Retrieval knobs used for the benchmark runs (measured on musique-100, MiniLM).

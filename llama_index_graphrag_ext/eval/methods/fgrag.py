@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ..core.nodes import PassageParser
-from ..eval.registry import BenchContext, BenchSystem, query_engine_answerer, register_method
-from .extract import CooccurrenceExtractor, default_extractor
-from .index import FGRAGIndex
+from ...core.nodes import PassageParser
+from ...fgrag.extract import CooccurrenceExtractor, default_extractor
+from ...fgrag.index import FGRAGIndex
+from ..registry import BenchContext, BenchSystem, query_engine_answerer, register_method
 
 
 def _optional_int(ctx: BenchContext, name: str) -> int | None:
@@ -77,7 +77,7 @@ def build_fgrag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem
     "FG-RAG over an LLM-extracted graph (LLM-free, and said so, with the embedded LLM)",
 )
 def build_fgrag_llm(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    from ..core.llm import LLMSteps
+    from ...core.llm import LLMSteps
 
     steps = LLMSteps("FGRAGIndex")
     cache = str(ctx.cache_dir / "fgrag-extract.sqlite") if ctx.cache_dir else None

@@ -1,7 +1,7 @@
 """Registers LP-RAG in the benchmark runner.
 
 * ``lprag-pseudo`` (LLM-free): passages as chunks, pseudo-queries (sentence
-  windows, see :mod:`.queries`) instead of LLM questions.
+  windows, see :mod:`llama_index_graphrag_ext.lprag.queries`) instead of LLM questions.
 * ``lprag`` (configured LLM): LLM-written synthetic queries, bounded by
   ``--set llm_batches=N`` (default 200 with the embedded SmolLM2, which writes
   about one batch per few seconds on 2 cores; the remaining batches get
@@ -11,7 +11,7 @@
 Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,
 ``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``,
-``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`.bridges`) and
+``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`llama_index_graphrag_ext.lprag.bridges`) and
 ``prior`` (the retriever's ``cosine_prior``) and ``candidates`` (the retriever's
 ``max_candidates``; 0 scores every chunk). Name suffixes set them too, in this
 order: ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1``, e.g.
@@ -26,12 +26,12 @@ from typing import Any
 
 from llama_index.core.schema import Document
 
-from ..core.llm import describe_llm, is_embedded
-from ..core.nodes import PassageParser
-from ..eval.registry import BenchContext, BenchSystem, register_method
-from .chunker import LLMAtomicChunker
-from .index import ChunkQueryLinkIndex
-from .retriever import DEFAULT_MAX_CANDIDATES
+from ...core.llm import describe_llm, is_embedded
+from ...core.nodes import PassageParser
+from ...lprag.chunker import LLMAtomicChunker
+from ...lprag.index import ChunkQueryLinkIndex
+from ...lprag.retriever import DEFAULT_MAX_CANDIDATES
+from ..registry import BenchContext, BenchSystem, register_method
 
 logger = logging.getLogger(__name__)
 

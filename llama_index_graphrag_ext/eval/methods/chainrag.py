@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ..core.llm.cache import LLMCache
-from ..core.nodes import PassageParser, dedupe_by_source
-from ..eval.registry import BenchContext, BenchSystem, register_method
-from .index import SentenceGraphIndex
-from .sentence_graph import EDGE_KINDS
+from ...chainrag.index import SentenceGraphIndex
+from ...chainrag.sentence_graph import EDGE_KINDS
+from ...core.llm.cache import LLMCache
+from ...core.nodes import PassageParser, dedupe_by_source
+from ..registry import BenchContext, BenchSystem, register_method
 
 
 def _index(documents: Sequence[Document], ctx: BenchContext) -> SentenceGraphIndex:

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ..core.llm import describe_llm, writes_json
-from ..core.nodes import PassageParser
-from ..eval.registry import BenchContext, BenchSystem, register_method
-from .index import MultiPartiteIndex
+from ...core.llm import describe_llm, writes_json
+from ...core.nodes import PassageParser
+from ...cue.index import MultiPartiteIndex
+from ..registry import BenchContext, BenchSystem, register_method
 
 _ABLATIONS = r"(?P<ablations>(?:-no-(?:sa|ka|qu))*)"
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ..baselines import BM25Retriever, DenseRetriever, build_dense_index
-from .registry import BenchContext, BenchSystem, register_method
+from ...baselines import BM25Retriever, DenseRetriever, build_dense_index
+from ..registry import BenchContext, BenchSystem, register_method
 
 
 @register_method("dense", "llm-free", "LlamaIndex VectorStoreIndex, top-k cosine, same embedder")
