@@ -199,8 +199,3 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Read arrays written by :func:`write_arrays`."""
     with np.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
-
-
-def folder_size(folder: str | os.PathLike) -> int:
-    """Total bytes of the files under ``folder``."""
-    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
