@@ -22,7 +22,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.embeddings import embed_query, top_k_of_scores
+from ..core.embeddings import embed_query
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
 from .index import sentence_ids
@@ -149,13 +149,8 @@ class SentenceSearch:
         if not len(sg):
             state.exhausted = True
             return state
-        search = self.index.row_search("sentences", sg, lambda: sentence_ids(sg), sg.vectors)
-        if search is None:
-            cos = sg.vectors @ qv
-            rows, _ = top_k_of_scores(cos, self.candidate_k)
-            scores = cos[rows]
-        else:  # the seed lookup in the external vector store
-            rows, scores = search(qv, self.candidate_k)
+        search = self.index.searcher("sentences", sg, lambda: sentence_ids(sg), sg.vectors)
+        rows, scores = search(qv, self.candidate_k)
         ranked = self._rerank(state, rows.tolist(), scores)
         state.candidates = ranked
         for row, score in ranked[: self.seed_k]:

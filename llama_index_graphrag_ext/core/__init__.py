@@ -18,6 +18,7 @@
 | :mod:`.defaults` | the embedded offline models |
 """
 
+from .arrays import StringTable, csr
 from .defaults import MissingModelError, default_embed_model, embedded_llm, resolve_embed_model
 from .embed_cache import CachedEmbedding
 from .embeddings import embed_query, embed_texts, knn_graph, top_k
@@ -37,12 +38,20 @@ from .llm import (
 )
 from .nodes import EVIDENCE_KEY, PassageParser, prepare_documents, with_evidence
 from .persist import IndexFormatError
-from .vectors import InMemoryVectorTable, VectorStoreTable, VectorTable
+from .vectors import (
+    Hits,
+    InMemoryVectorTable,
+    MatrixSearch,
+    RowSearcher,
+    VectorStoreTable,
+    VectorTable,
+)
 
 __all__ = [
     "EVIDENCE_KEY",
     "CachedEmbedding",
     "GraphIndexBase",
+    "Hits",
     "InMemoryVectorTable",
     "IndexFormatError",
     "LLMCache",
@@ -51,14 +60,18 @@ __all__ = [
     "LLMOutputError",
     "LLMSettings",
     "LLMSteps",
+    "MatrixSearch",
     "MissingModelError",
     "PassageParser",
     "RetryPolicy",
+    "RowSearcher",
+    "StringTable",
     "TypedGraph",
     "UsageMeter",
     "VectorStoreTable",
     "VectorTable",
     "choose_llm",
+    "csr",
     "default_embed_model",
     "embed_query",
     "embed_texts",

@@ -7,9 +7,11 @@ A method's index subclasses :class:`GraphIndexBase` and implements four hooks:
 * ``_persist_state(folder)`` / ``_load_state(folder, manifest)``: its own files.
 
 and, when its retrievers search vectors, ``_searchable()``: the in-memory
-tables they search first (name -> ids and matrix). With ``vector_store=`` those
-tables are mirrored into that LlamaIndex vector store after every change, and
-retrievers search them there through :meth:`GraphIndexBase.row_search`.
+tables they search first (name -> ids and matrix). Retrievers search them
+through :meth:`GraphIndexBase.searcher`: in memory by default, or, with
+``vector_store=``, in that LlamaIndex vector store, which the index mirrors the
+tables into after every change. Both searchers answer alike, so a retriever
+never asks which one it has.
 
 Everything else is shared: ``from_documents`` (with input hygiene),
 ``insert`` / ``insert_nodes`` / ``delete_ref_doc`` through LlamaIndex's docstore
@@ -64,7 +66,7 @@ from .persist import (
     read_manifest,
     write_manifest,
 )
-from .vectors import RowSearch, StoreTables
+from .vectors import MatrixSearch, RowSearcher, StoreTables
 
 logger = logging.getLogger(__name__)
 
@@ -183,19 +185,22 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
         """The external vector store holding the searched tables (``None``: in memory)."""
         return self._store_tables.vector_store if self._store_tables is not None else None
 
-    def row_search(
-        self, name: str, snapshot: object, ids: Any, matrix: Any = None
-    ) -> RowSearch | None:
-        """The store-backed first-hop search of table ``name``, or ``None`` without a store.
+    def searcher(self, name: str, snapshot: object, ids: Any, matrix: Any) -> RowSearcher:
+        """The first-hop search of table ``name`` over one snapshot's rows.
+
+        Without a vector store: an exact :class:`~.vectors.MatrixSearch` of
+        ``matrix``. With one: a :class:`~.vectors.RowSearch` of the store's table,
+        its candidates mapped to the snapshot's rows and re-scored on ``matrix``.
 
         Args:
             name: A table of :meth:`_searchable`.
-            snapshot: The retriever's snapshot (the id-to-row map is cached per snapshot).
-            ids: The snapshot's ids in row order (or a function returning them).
-            matrix: The snapshot's unit rows, to re-score candidates exactly.
+            snapshot: The retriever's snapshot (the store's id-to-row map is cached per snapshot).
+            ids: The snapshot's ids in row order, or a function returning them
+                (called only with a store).
+            matrix: The snapshot's unit rows, row-aligned with ``ids``.
         """
         if self._store_tables is None:
-            return None
+            return MatrixSearch(matrix)
         return self._store_tables.row_search(name, snapshot, ids, matrix)
 
     def _sync_store(self) -> None:

@@ -12,23 +12,25 @@
 Everything is adjacency look-ups and small matrix slices: no loop over the corpus.
 
 Per query, the only products over a whole table are the query against every
-unit (Knowledge Anchoring needs it) and each query entity against every entity
-(Spreading Activation). The retriever computes the unit product once and hands
-it to both stages: a beam state whose vector is still the query (every depth-1
-state, and every state without query updating) reads its scores from it
-instead of multiplying its units again. Other states are grouped by anchor
+unit (Knowledge Anchoring, in memory) and each query entity against every
+entity (Spreading Activation). Knowledge Anchoring's search keeps the query's
+unit cosines (:attr:`Anchoring.unit_scores`) for the beam search: a state whose
+vector is still the query (every depth-1 state, and every state without query
+updating) reads its scores from them instead of multiplying its units again. Other states are grouped by anchor
 entity, so an entity linked to many units (a "hub": a nationality, a boilerplate
 title) has its unit rows read once per depth rather than once per state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..core.embeddings import top_k_of_scores
+from ..core.vectors import RowSearcher, products
 from .scoring import QIterScorer
 from .view import CueGraphView
 
@@ -72,11 +74,15 @@ class Anchoring:
         seeds: Entity rows, in order of first discovery.
         spreading: Per query entity, the entity rows it activated (SA).
         knowledge_units: The top-K unit rows nearest the query (KA).
+        unit_scores: The query's cosine with any unit row (``unit_scores[rows]``),
+            as Knowledge Anchoring's search computed it; ``None`` without KA.
+            :func:`beam_search` reads the scores of states still at the query from it.
     """
 
     seeds: list[int] = field(default_factory=list)
     spreading: dict[str, list[int]] = field(default_factory=dict)
     knowledge_units: list[int] = field(default_factory=list)
+    unit_scores: Any = None
 
 
 def anchor_entities(
@@ -85,11 +91,10 @@ def anchor_entities(
     query_entities: dict[str, np.ndarray],
     top_k: int,
     *,
+    entity_search: RowSearcher,
+    unit_search: RowSearcher,
     use_sa: bool = True,
     use_ka: bool = True,
-    entity_search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
-    unit_search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
-    unit_scores: np.ndarray | None = None,
 ) -> Anchoring:
     """Entity-Anchoring (Algorithm 4).
 
@@ -98,89 +103,37 @@ def anchor_entities(
         query_vec: The unit query embedding.
         query_entities: Query entity text -> its unit embedding.
         top_k: K: entity matches per query entity and anchor units.
+        entity_search: Top-k over the view's entity rows (the index's
+            ``searcher("entities", ...)``, or ``MatrixSearch(view.entity_matrix)``).
+        unit_search: The same over its unit rows.
         use_sa: Spreading Activation (lines 3-7).
         use_ka: Knowledge Anchoring (lines 8-10).
-        entity_search: Top-k entity rows from an external vector store (``None``:
-            exact, in memory); see :class:`~..core.vectors.RowSearch`.
-        unit_search: The same for knowledge units.
-        unit_scores: ``view.unit_matrix @ query_vec`` when the caller already
-            has it (see :func:`query_unit_scores`); computed here otherwise.
     """
     out = Anchoring()
     seen: dict[int, None] = {}
     if use_sa and query_entities and len(view.entity_ids):
         names = list(query_entities)
-        if entity_search is not None:
-            found = [entity_search(query_entities[n], top_k)[0] for n in names]
-        else:
-            # Two query entities can share a vector (two spellings of one entity
-            # node's key): scan the entity table once per distinct vector.
-            keys = [np.ascontiguousarray(query_entities[n]).tobytes() for n in names]
-            distinct = {k: query_entities[n] for k, n in zip(keys, names, strict=True)}
-            sims = _products(view.entity_matrix, list(distinct.values()))
-            tops = {
-                k: top_k_of_scores(row, top_k)[0] for k, row in zip(distinct, sims, strict=True)
-            }
-            found = [tops[k] for k in keys]
-        for name, idx in zip(names, found, strict=True):
-            out.spreading[name] = [int(j) for j in idx]
+        # In memory, two query entities sharing a vector (two spellings of one
+        # entity node's key) share one scan of the entity table.
+        found = entity_search.search_many([query_entities[n] for n in names], top_k)
+        for name, hits in zip(names, found, strict=True):
+            out.spreading[name] = [int(j) for j in hits.rows]
             seen.update(dict.fromkeys(out.spreading[name]))
     if use_ka and len(view.unit_ids):
-        if unit_search is not None:
-            idx, _ = unit_search(query_vec, top_k)
-        else:
-            if unit_scores is None:
-                unit_scores = view.unit_matrix @ query_vec
-            idx, _ = top_k_of_scores(unit_scores, top_k)
-        out.knowledge_units = [int(i) for i in idx]
+        hits = unit_search.search(query_vec, top_k)
+        out.unit_scores = hits.cosines
+        out.knowledge_units = [int(i) for i in hits.rows]
         for u in out.knowledge_units:
             seen.update(dict.fromkeys(int(e) for e in view.unit_entities[u]))
     out.seeds = list(seen)
     return out
 
 
-def _products(
-    matrix: np.ndarray, vectors: Sequence[np.ndarray], rows: np.ndarray | None = None
-) -> np.ndarray:
-    """``matrix[rows] @ vector`` for each vector, as a ``(len(vectors), len(rows))`` array.
-
-    ``rows=None`` means every row. Two tables are scanned whole per query (every
-    entity per query entity, every unit), and a hub entity's units can be a
-    large share of the unit table, so these products are most of a query's
-    time. Measured with one BLAS thread: OpenBLAS's matrix-matrix product is
-    slow with only a few columns, and a loop of matrix-vector products reads
-    the matrix from memory once per vector. So the rows are walked in blocks
-    small enough to stay in cache (gathered first when ``rows`` is given) and
-    each block is multiplied by every vector: the matrix is read once, and a
-    hub's rows are never copied out whole. On a 100,000 x 384 table with three
-    vectors this took 25-28 ms against 40 ms for the loop and 40 ms for the
-    matrix-matrix product; on 18,000 gathered rows, 4.5 ms against 6.8 ms.
-    """
-    n = matrix.shape[0] if rows is None else rows.size
-    out = np.empty((len(vectors), n), dtype=np.result_type(matrix, *vectors))
-    for start in range(0, n, _BLOCK_ROWS):
-        if rows is None:
-            block = matrix[start : start + _BLOCK_ROWS]
-        else:
-            block = matrix[rows[start : start + _BLOCK_ROWS]]
-        for i, vector in enumerate(vectors):
-            np.matmul(block, vector, out=out[i, start : start + block.shape[0]])
-    return out
-
-
-_BLOCK_ROWS = 512  # 768 KB of float32 rows at 384 dimensions: stays in cache
-
-
-def query_unit_scores(view: CueGraphView, query_vec: np.ndarray) -> np.ndarray:
-    """The query's score against every unit: the one full unit product of a query."""
-    return view.unit_matrix @ query_vec
-
-
 def _state_scores(
     view: CueGraphView,
     states: Sequence[tuple[int, np.ndarray, tuple[int, ...], PathCandidate | None]],
     query_vec: np.ndarray,
-    unit_scores: np.ndarray | None,
+    unit_scores: Any,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per state: the units of its entity not yet on its path, and their scores (Alg. 3 line 9).
 
@@ -200,7 +153,7 @@ def _state_scores(
     for v, members in by_entity.items():
         # several paths may have reached this entity: one pass over its units for all
         linked = view.entity_units[v]
-        product = _products(units, [states[i][1] for i in members], linked)
+        product = products(units, [states[i][1] for i in members], linked)
         for row, i in zip(product, members, strict=True):
             scored[i] = (linked, row)
     out = []
@@ -225,7 +178,7 @@ def beam_search(
     depth: int = 3,
     beam: int = 5,
     use_qu: bool = True,
-    unit_scores: np.ndarray | None = None,
+    unit_scores: Any = None,
 ) -> list[list[PathCandidate]]:
     """The iterative retrieval of Algorithm 3 (lines 5-18).
 
@@ -239,9 +192,9 @@ def beam_search(
         depth: D: search depth.
         beam: M: paths kept per depth (across all states).
         use_qu: Query updating; without it every state keeps ``phi(q)``.
-        unit_scores: ``view.unit_matrix @ query_vec`` if the caller has it (see
-            :func:`query_unit_scores`): states whose vector is the query read
-            their scores from it.
+        unit_scores: The query's cosines with the units if the caller has them
+            (:attr:`Anchoring.unit_scores`): states whose vector is the query
+            read their scores from it.
 
     Returns:
         The paths kept at each depth (``C*`` split by depth), best first.

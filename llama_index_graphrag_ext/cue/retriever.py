@@ -32,7 +32,7 @@ from ..core.llm import (
 from ..core.nodes import require_query, with_evidence
 from ..core.text import extract_entities, load_spacy, normalize_entity
 from .prompts import QUERY_ENTITY_PROMPT
-from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search, query_unit_scores
+from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
 from .scoring import QIterScorer, as_scorer
 from .view import CueGraphView
 
@@ -282,22 +282,15 @@ class QIterRetriever(BaseRetriever):
         view: CueGraphView,
     ) -> list[NodeWithScore]:
         index = self._index
-        unit_search = index.row_search("units", view, view.unit_ids, view.unit_matrix)
-        # Knowledge Anchoring scores every unit against the query anyway (in memory);
-        # the beam search reuses those scores instead of recomputing them per state.
-        unit_scores = None
-        if self.use_ka and unit_search is None:
-            unit_scores = query_unit_scores(view, query_vec)
         anchoring = anchor_entities(
             view,
             query_vec,
             entity_vecs,
             self.top_k,
+            entity_search=index.searcher("entities", view, view.entity_ids, view.entity_matrix),
+            unit_search=index.searcher("units", view, view.unit_ids, view.unit_matrix),
             use_sa=self.use_sa,
             use_ka=self.use_ka,
-            entity_search=index.row_search("entities", view, view.entity_ids, view.entity_matrix),
-            unit_search=unit_search,
-            unit_scores=unit_scores,
         )
         kept = beam_search(
             view,
@@ -309,7 +302,8 @@ class QIterRetriever(BaseRetriever):
             depth=self.depth,
             beam=self.beam,
             use_qu=self.use_qu,
-            unit_scores=unit_scores,
+            # Knowledge Anchoring's cosines: no second product over the units
+            unit_scores=anchoring.unit_scores,
         )
         return self._rank_chunks(query, query_vec, view, anchoring, kept)
 
@@ -367,12 +361,8 @@ class QIterRetriever(BaseRetriever):
             results.append(with_evidence(chunks[cid], float(scores[i]), evidence))
         if self.fill == "dense" and len(results) < self.top_n and len(view.chunk_ids):
             have = {r.node.node_id for r in results}
-            search = self._index.row_search("chunks", view, view.chunk_ids, view.chunk_matrix)
-            if search is not None:
-                idx, vals = search(query_vec, self.top_n + len(have))
-            else:
-                sims = view.chunk_matrix @ query_vec
-                idx, vals = top_k_of_scores(sims, self.top_n + len(have))
+            search = self._index.searcher("chunks", view, view.chunk_ids, view.chunk_matrix)
+            idx, vals = search(query_vec, self.top_n + len(have))
             extra = [
                 (view.chunk_ids[j], float(s))
                 for j, s in zip(idx.tolist(), vals.tolist(), strict=True)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges, top_k
+from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.llm import LLMSettings, UsageMeter
@@ -292,11 +292,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         """Rows of ``snapshot``'s ``k`` chunks nearest a unit ``vector``, best first.
 
         Exact in memory, or the ``vector_store``'s search when the index has one
-        (candidates re-scored exactly; see :class:`~..core.vectors.RowSearch`).
+        (candidates re-scored exactly; see :meth:`~..core.index.GraphIndexBase.searcher`).
         """
-        search = self.row_search("chunks", snapshot, snapshot.chunk_ids, snapshot.z_chunks)
-        if search is None:
-            return top_k(snapshot.z_chunks, vector, k)[0]
+        search = self.searcher("chunks", snapshot, snapshot.chunk_ids, snapshot.z_chunks)
         return search(vector, k)[0]
 
     def _relink(self, new_nodes: Sequence[BaseNode] = ()) -> None:

@@ -22,7 +22,6 @@ and the reranker is asked for exactly ``K``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,9 +31,10 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
+from ..core.embeddings import embed_query, normalize_rows
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
+from ..core.vectors import RowSearcher
 from .graph import QueryLayer
 
 if TYPE_CHECKING:
@@ -108,28 +108,22 @@ def collect(
     layer: QueryLayer,
     query_vector: np.ndarray,
     params: RetrievalParams,
-    search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    search: RowSearcher,
 ) -> Collected:
     """Paper §3.4 steps 1-3 on one layer snapshot (pure function, no Python loop over nodes).
 
-    ``search`` (a :class:`~..core.vectors.RowSearch` over an external vector
-    store) makes step 1's lookup; without it every query node is scored here.
+    ``search`` makes step 1's lookup over the layer's rows: the index's
+    :meth:`~..core.index.GraphIndexBase.searcher` (in memory, or an external
+    vector store), or ``MatrixSearch(layer.matrix)``.
     """
     empty = np.zeros(0, np.int64)
     if len(layer) == 0:
         return Collected(empty, np.zeros(0, np.float32), empty, empty, empty, np.zeros(0))
-
-    if search is None:
-        sims = layer.matrix @ query_vector  # cos(q_u, q) for every query node
-        # Step 1: threshold on cos + epsilon, then the n best.
-        passing = np.flatnonzero(sims + params.epsilon >= params.gamma)
-        order, _ = top_k_of_scores(sims[passing], params.max_query_nodes)
-        retrieved = passing[order]
-    else:
-        # Step 1 in the store: the n best, then the threshold (the same set).
-        rows, scores = search(query_vector, params.max_query_nodes)
-        retrieved = rows[scores + params.epsilon >= params.gamma]
-        sims = _LazyCosines(layer.matrix, query_vector)
+    # Step 1: the n best query nodes, then the threshold on cos + epsilon (the
+    # same set as thresholding first: every node above a passing one passes).
+    hits = search.search(query_vector, params.max_query_nodes)
+    retrieved = hits.rows[hits.scores + params.epsilon >= params.gamma]
+    sims = hits.cosines  # cos(q_u, q), indexable by rows
     # Step 2: h-hop expansion over E_intra (directed kNN lists).
     n = len(layer)
     hop = np.full(n, -1, dtype=np.int64)
@@ -178,16 +172,6 @@ def collect(
     ranking = present[np.lexsort((present, -count[present], -score[present]))]
     top = ranking[: params.similarity_top_k]
     return Collected(rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top])
-
-
-class _LazyCosines:
-    """Cosines to the question computed only for the rows asked for (store-backed step 1)."""
-
-    def __init__(self, matrix: np.ndarray, query_vector: np.ndarray) -> None:
-        self._matrix, self._query = matrix, query_vector
-
-    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-        return self._matrix[rows] @ self._query
 
 
 class QCGRetriever(BaseRetriever):
@@ -258,7 +242,7 @@ class QCGRetriever(BaseRetriever):
     def _results(
         self, layer: QueryLayer, query_vector: np.ndarray, query: str
     ) -> list[NodeWithScore]:
-        search = self._index.row_search("queries", layer, lambda: layer.ids, layer.matrix)
+        search = self._index.searcher("queries", layer, lambda: layer.ids, layer.matrix)
         params = self.params
         if self.reranker is not None:
             params = replace(params, similarity_top_k=self.rerank_candidates)

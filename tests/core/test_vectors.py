@@ -176,3 +176,64 @@ def test_graph_index_searches_a_vector_store_with_memory_results(bow_embed, tmp_
     loaded = QueryCentricGraphIndex.load(tmp_path / "i", embed_model=bow_embed, vector_store=store)
     assert loaded.vector_store is store
     assert [top(loaded, q) for q in questions] == [top(with_store, q) for q in questions]
+
+
+def test_matrix_search_and_row_search_answer_alike():
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    from llama_index_graphrag_ext.core.embeddings import top_k
+    from llama_index_graphrag_ext.core.vectors import MatrixSearch, RowSearch, RowSearcher
+
+    ids, m = _data(60, 10, seed=5)
+    table = VectorStoreTable(SimpleVectorStore(), "ns/t")
+    table.add(ids, m)
+    memory, store = MatrixSearch(m), RowSearch(table, ids, m)
+    assert isinstance(memory, RowSearcher) and isinstance(store, RowSearcher)
+    for q in range(0, 60, 9):
+        a, b = memory.search(m[q], 6), store.search(m[q], 6)
+        assert a.rows.tolist() == b.rows.tolist() == top_k(m, m[q], 6)[0].tolist()
+        assert np.allclose(a.scores, b.scores, atol=1e-6)
+        # the query's cosines with any rows: the whole product in memory, lazily from the store
+        some = np.array([3, 0, 59])
+        assert np.allclose(a.cosines[some], b.cosines[some], atol=1e-6)
+        assert np.array_equal(a.cosines, m @ m[q])
+    both = [m[1], m[2], m[1].copy()]
+    many = memory.search_many(both, 3)
+    assert [h.rows.tolist() for h in many] == [memory.search(v, 3).rows.tolist() for v in both]
+    assert many[0] is many[2]  # equal vectors share one scan
+    assert [h.rows.tolist() for h in store.search_many(both, 3)] == [h.rows.tolist() for h in many]
+    rows, scores = memory(m[4], 2)  # the (rows, scores) shorthand
+    assert rows.tolist()[0] == 4 and scores.shape == (2,)
+    assert memory.search(m[0], 0).rows.tolist() == [] and len(memory.search(m[0], 99).rows) == 60
+    empty = MatrixSearch(np.zeros((0, 0), np.float32))
+    assert empty.search(m[0], 3).rows.tolist() == []
+    assert RowSearch(table, ids).search(m[0], 2).rows.tolist() == [
+        0,
+        memory.search(m[0], 2).rows[1],
+    ]
+
+
+def test_index_searcher_is_in_memory_without_a_store(bow_embed):
+    from llama_index.core.schema import Document
+
+    from llama_index_graphrag_ext.core.nodes import PassageParser
+    from llama_index_graphrag_ext.core.vectors import MatrixSearch, RowSearch
+    from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex
+
+    docs = [Document(text="Ada Lovelace wrote the first program.", doc_id="d0")]
+    index = QueryCentricGraphIndex.from_documents(
+        docs, transformations=[PassageParser()], embed_model=bow_embed, preset="sentences"
+    )
+    layer = index.layer
+    assert isinstance(index.searcher("queries", layer, layer.ids, layer.matrix), MatrixSearch)
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    stored = QueryCentricGraphIndex.from_documents(
+        docs,
+        transformations=[PassageParser()],
+        embed_model=bow_embed,
+        preset="sentences",
+        vector_store=SimpleVectorStore(),
+    )
+    layer = stored.layer
+    assert isinstance(stored.searcher("queries", layer, layer.ids, layer.matrix), RowSearch)

@@ -13,13 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from llama_index_graphrag_ext.core import vectors as vectors_mod
 from llama_index_graphrag_ext.core.embeddings import top_k_of_scores
+from llama_index_graphrag_ext.core.vectors import MatrixSearch
 from llama_index_graphrag_ext.cue import qiter
-from llama_index_graphrag_ext.cue.qiter import (
-    anchor_entities,
-    beam_search,
-    query_unit_scores,
-)
+from llama_index_graphrag_ext.cue.qiter import anchor_entities, beam_search
 from llama_index_graphrag_ext.cue.scoring import EmbeddingScorer
 from llama_index_graphrag_ext.cue.view import build_view
 
@@ -91,7 +89,7 @@ def random_view():
     for u in range(n_units):
         for e in rng.choice(np.arange(1, n_entities), size=rng.integers(1, 4), replace=False):
             edges.add((u, int(e)))
-    for u in rng.choice(n_units, size=qiter._BLOCK_ROWS * 3 + 100, replace=False):
+    for u in rng.choice(n_units, size=vectors_mod._BLOCK_ROWS * 3 + 100, replace=False):
         edges.add((int(u), 0))
     return build_view(
         unit_ids=[f"u{i}" for i in range(n_units)],
@@ -123,9 +121,17 @@ def queries(view, n, seed):
         yield q, ents
 
 
+def searches(view):
+    return {
+        "entity_search": MatrixSearch(view.entity_matrix),
+        "unit_search": MatrixSearch(view.unit_matrix),
+    }
+
+
 def fast(view, q, ents, *, top_k=3, depth=3, beam=5, use_qu=True):
-    scores = query_unit_scores(view, q)
-    anchoring = anchor_entities(view, q, ents, top_k, unit_scores=scores)
+    anchoring = anchor_entities(view, q, ents, top_k, **searches(view))
+    scores = anchoring.unit_scores
+    np.testing.assert_array_equal(scores, view.unit_matrix @ q)
     kept = beam_search(
         view,
         "q",
@@ -161,13 +167,13 @@ def test_fast_path_finds_the_reference_anchors_and_paths(random_view, use_qu, mo
         grouped.append(rows is not None and len(vectors) > 1)
         return products(matrix, vectors, rows)
 
-    products = qiter._products
-    monkeypatch.setattr(qiter, "_products", spy)
+    products = qiter.products
+    monkeypatch.setattr(qiter, "products", spy)
     for q, ents in queries(view, 25, seed=1 if use_qu else 2):
         seeds, kept = fast(view, q, ents, use_qu=use_qu)
         assert seeds == reference_anchor(view, q, ents, 3)
         if "alias" in ents:
-            spreading = anchor_entities(view, q, ents, 3).spreading
+            spreading = anchor_entities(view, q, ents, 3, **searches(view)).spreading
             assert spreading["alias"] == spreading[next(iter(ents))]
         want = reference_beam(view, q, seeds, EmbeddingScorer(), 3, 3, 5, use_qu)
         assert_same_paths(kept, want)
@@ -195,16 +201,18 @@ def test_beam_search_without_shared_scores_is_the_same(random_view):
 
 def test_blocked_products_match_plain_products(random_view):
     rng = np.random.default_rng(5)
-    table = unit_rows(rng, qiter._BLOCK_ROWS * 2 + 37, 24)
+    table = unit_rows(rng, vectors_mod._BLOCK_ROWS * 2 + 37, 24)
     vectors = list(unit_rows(rng, 3, 24))
     want = np.stack(vectors) @ table.T
-    np.testing.assert_allclose(qiter._products(table, vectors), want, atol=1e-6)
-    np.testing.assert_allclose(qiter._products(table, vectors[:1]), want[:1], atol=1e-6)
+    np.testing.assert_allclose(vectors_mod.products(table, vectors), want, atol=1e-6)
+    np.testing.assert_allclose(vectors_mod.products(table, vectors[:1]), want[:1], atol=1e-6)
     units = random_view.unit_matrix
     rows = random_view.entity_units[0]  # the hub: several blocks of gathered rows
-    assert rows.size > qiter._BLOCK_ROWS * 3
+    assert rows.size > vectors_mod._BLOCK_ROWS * 3
     np.testing.assert_allclose(
-        qiter._products(units, vectors[:2], rows), np.stack(vectors[:2]) @ units[rows].T, atol=1e-6
+        vectors_mod.products(units, vectors[:2], rows),
+        np.stack(vectors[:2]) @ units[rows].T,
+        atol=1e-6,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from llama_index_graphrag_ext.core.vectors import MatrixSearch
 from llama_index_graphrag_ext.cue.qiter import anchor_entities, beam_search
 from llama_index_graphrag_ext.cue.scoring import EmbeddingScorer
 from llama_index_graphrag_ext.cue.view import build_view
@@ -115,11 +116,15 @@ def test_entity_anchoring_spreading_activation_and_knowledge_anchoring():
     view = make_view()
     # SA: a query entity vector nearest e1, then e0 (top-K = 2)
     query_entities = {"thing": unit(0.3, 1, 0)}
-    sa = anchor_entities(view, Q, query_entities, 2, use_ka=False)
+    search = {
+        "entity_search": MatrixSearch(view.entity_matrix),
+        "unit_search": MatrixSearch(view.unit_matrix),
+    }
+    sa = anchor_entities(view, Q, query_entities, 2, use_ka=False, **search)
     assert sa.spreading == {"thing": [1, 0]} and sa.seeds == [1, 0]
     # KA: the top-2 units nearest q are uB, uA -> their entities {e0}
-    ka = anchor_entities(view, Q, query_entities, 2, use_sa=False)
+    ka = anchor_entities(view, Q, query_entities, 2, use_sa=False, **search)
     assert ka.knowledge_units == [1, 0] and ka.seeds == [0]
-    both = anchor_entities(view, Q, query_entities, 2)
+    both = anchor_entities(view, Q, query_entities, 2, **search)
     assert set(both.seeds) == {0, 1}
-    assert anchor_entities(view, Q, {}, 2, use_ka=False).seeds == []
+    assert anchor_entities(view, Q, {}, 2, use_ka=False, **search).seeds == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from llama_index_graphrag_ext.core.vectors import MatrixSearch
 from llama_index_graphrag_ext.qcg.generator import QueryPair
 from llama_index_graphrag_ext.qcg.graph import QueryLayer
 from llama_index_graphrag_ext.qcg.retriever import RetrievalParams, collect
@@ -36,7 +37,7 @@ KNN = [[5], [3], [4, 1], [], [], []]
 
 def _ranked(params, layer=None):
     layer = layer or _layer(COS, CHUNKS, KNN)
-    found = collect(layer, QUERY, params)
+    found = collect(layer, QUERY, params, MatrixSearch(layer.matrix))
     return [layer.chunks[c] for c in found.chunk_codes], found
 
 
@@ -97,7 +98,9 @@ def test_nothing_passes_or_empty_layer():
     chunks, _ = _ranked(RetrievalParams(gamma=2.0, hops=1))
     assert chunks == []
     empty = QueryLayer.empty(3, dim=2)
-    assert len(collect(empty, QUERY, RetrievalParams()).chunk_codes) == 0
+    assert (
+        len(collect(empty, QUERY, RetrievalParams(), MatrixSearch(empty.matrix)).chunk_codes) == 0
+    )
 
 
 @pytest.mark.parametrize(
