@@ -140,10 +140,6 @@ class SentenceSearch:
             query_vector = embed_query(self.index.embed_model, query)
         return self._start(sg, query, query_vector)
 
-    async def astart(self, query: str) -> SearchState:
-        """Async twin of :meth:`start` (embedding and search run in a worker thread)."""
-        return await asyncio.to_thread(self.start, query)
-
     def _start(self, sg: SentenceGraph, query: str, qv: np.ndarray) -> SearchState:
         state = SearchState(query=query, graph=sg, query_vector=qv, candidates=[])
         if not len(sg):

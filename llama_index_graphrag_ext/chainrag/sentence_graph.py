@@ -26,8 +26,9 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from ..core.arrays import csr, first_appearance_codes, indptr_of, take_rows
 from ..core.embeddings import knn_graph, union_knn_edges
-from .sentences import SentenceTable, first_appearance_codes, spans
+from .sentences import SentenceTable
 
 #: The three edge kinds of the paper (§3.1), in the order the paper lists them.
 EDGE_KINDS: tuple[str, ...] = ("EC", "SS", "SA")
@@ -153,9 +154,7 @@ def key_entity_rows(
     order = np.lexsort((place, -importance[ids], row))  # by row, importance, text order
     keep = np.where(lengths > 0, np.maximum(1, np.floor(alpha * lengths + 0.5)), 0)
     chosen = order[place < keep[row]]  # rank within the row (rows stay in blocks)
-    key_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.minimum(keep, lengths).astype(np.int64), out=key_ptr[1:])
-    return key_ptr, ids[chosen]
+    return indptr_of(np.minimum(keep, lengths)), ids[chosen]
 
 
 def key_incidence(key_ptr: np.ndarray, key_ids: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
@@ -338,16 +337,16 @@ class SentenceGraph:
             raise ValueError(f"{vectors.shape[0]} vectors for {n} sentences")
         key_ptr, key_ids = key_entity_rows(table, alpha)
         key_columns, kmat = key_incidence(key_ptr, key_ids)
-        s_rows, s_cols, s_sims = ss_edges(vectors, m)
-        links = _symmetric(n, s_rows, s_cols, s_sims)
+        s_rows, s_cols, _ = ss_edges(vectors, m)  # distinct pairs i < j
+        ss_ptr, ss_cols = csr(np.concatenate([s_rows, s_cols]), np.concatenate([s_cols, s_rows]), n)
         return cls(
             sentences=table,
             vectors=vectors,
             key_matrix=kmat,
             key_order=_columns_in_key_order(key_ids, key_columns),
             key_columns=key_columns,
-            ss_ptr=links.indptr.astype(np.int64),
-            ss_cols=links.indices.astype(np.int32),
+            ss_ptr=ss_ptr,
+            ss_cols=ss_cols,
             params={"alpha": alpha, "m": m, "window": window},
         )
 
@@ -468,7 +467,7 @@ class SentenceGraph:
                 reach = (self.key_matrix[rows] @ self.key_matrix.T).tocsr()
                 ptr, found = reach.indptr, reach.indices
             elif kind == "SS":
-                ptr, found = _gather_rows(self.ss_ptr, self.ss_cols, rows)
+                ptr, found = take_rows(self.ss_ptr, self.ss_cols, rows)
             elif kind == "SA":
                 ptr, found = self._sa_neighbors(rows)
             else:
@@ -498,9 +497,7 @@ class SentenceGraph:
             & (chunks[safe] == chunks[src])
             & (np.abs(positions[safe].astype(np.int64) - positions[src]) <= window)
         )
-        ptr = np.zeros(len(src) + 1, dtype=np.int64)
-        np.cumsum(linked.sum(axis=1), out=ptr[1:])
-        return ptr, cand[linked]
+        return indptr_of(linked.sum(axis=1)), cand[linked]
 
     def shared_entities(self, a: int, b: int) -> list[str]:
         """Key entities two rows share (the labels of their EC edge)."""
@@ -511,18 +508,6 @@ class SentenceGraph:
 
 #: Edges whose cosines are computed at a time when ``SentenceGraph.ss`` is read.
 _DOT_BLOCK = 65536
-
-
-def _gather_rows(
-    ptr: np.ndarray, cols: np.ndarray, rows: Sequence[int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The rows ``rows`` of a CSR pattern, as a new ``(ptr, cols)``."""
-    rows = np.asarray(rows, dtype=np.int64)
-    starts = ptr[rows]
-    counts = ptr[rows + 1] - starts
-    out = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out, cols[spans(starts, counts)]
 
 
 def _columns_in_key_order(key_ids: np.ndarray, key_columns: np.ndarray) -> np.ndarray:

@@ -6,123 +6,21 @@ themselves) was about 7 MB of small objects at 4,000 chunks (15k sentences), and
 as they were made while the corpus's spaCy analyses were alive, they kept much of
 the analyses' memory resident after the build (CPython's small-object allocator
 returns memory only in whole arenas). Here a table is a handful of large buffers:
-the texts as one UTF-8 blob with offsets, chunk rows and positions as int32
-arrays, and the entities as CSR rows over an entity vocabulary that is itself one
-blob. Row views (:class:`~.sentence_graph.SentenceRecord`) are made on access.
+the texts as a :class:`~..core.arrays.StringTable`, chunk rows and positions as
+int32 arrays, and the entities as CSR rows over an entity vocabulary that is
+itself a string table. Row views (:class:`~.sentence_graph.SentenceRecord`) are
+made on access. A table is never changed in place: inserts and deletes make a
+new one, so a graph built from an old one stays consistent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import overload
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True, eq=False)
-class PackedStrings(Sequence[str]):
-    """Strings kept as one UTF-8 ``bytes`` blob and ``n + 1`` offsets; item ``i`` is decoded on access.
-
-    Attributes:
-        blob: The strings' UTF-8 bytes, back to back.
-        offsets: int64 ``(n + 1,)``: string ``i`` is ``blob[offsets[i]:offsets[i + 1]]``.
-    """
-
-    blob: bytes = b""
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
-
-    @classmethod
-    def of(cls, strings: Iterable[str]) -> PackedStrings:
-        """Pack strings (an iterable is consumed once)."""
-        encoded = [s.encode("utf-8") for s in strings]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        return cls(b"".join(encoded), offsets)
-
-    @classmethod
-    def concat(cls, parts: Sequence[PackedStrings]) -> PackedStrings:
-        """The strings of ``parts``, one after the other."""
-        parts = [p for p in parts if len(p)]
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            return cls()
-        bases = np.cumsum([0] + [len(p.blob) for p in parts[:-1]])
-        offsets = np.concatenate(
-            [np.zeros(1, np.int64)]
-            + [p.offsets[1:] + base for p, base in zip(parts, bases, strict=True)]
-        )
-        return cls(b"".join(p.blob for p in parts), offsets)
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"string {i} of {n}")
-        i = int(i) % n
-        return self.blob[self.offsets[i] : self.offsets[i + 1]].decode("utf-8")
-
-    def __iter__(self) -> Iterator[str]:
-        return self.strings()
-
-    def strings(self, first: int = 0) -> Iterator[str]:
-        """The strings from position ``first`` on, decoded one at a time."""
-        blob, offsets = self.blob, self.offsets[first:].tolist()
-        for start, stop in zip(offsets[:-1], offsets[1:], strict=True):
-            yield blob[start:stop].decode("utf-8")
-
-    def take(self, rows: np.ndarray) -> PackedStrings:
-        """The strings at ``rows`` (an int array), in that order."""
-        rows = np.asarray(rows, dtype=np.int64)
-        starts = self.offsets[rows]
-        lengths = self.offsets[rows + 1] - starts
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = np.frombuffer(self.blob, dtype=np.uint8)[spans(starts, lengths)]
-        return PackedStrings(data.tobytes(), offsets)
-
-    def numbering(self) -> dict[str, int]:
-        """``{string: position}`` (the last position of a repeated string)."""
-        return {s: i for i, s in enumerate(self)}
-
-
-def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``start, ..., start + length - 1`` of every span, concatenated (int64)."""
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    # each position minus the number of positions before its span, plus its span's start
-    shift = np.repeat(starts - (ends - lengths), lengths)
-    return np.arange(total, dtype=np.int64) + shift
-
-
-def first_appearance_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Renumber ``values`` 0, 1, ... in order of first appearance.
-
-    Returns:
-        ``(codes, kept)``: ``codes[i]`` is the new number of ``values[i]`` and
-        ``kept[c]`` the value numbered ``c`` (so ``kept[codes] == values``).
-    """
-    values = np.asarray(values, dtype=np.int64)
-    if not len(values):
-        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
-    uniq, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(uniq), dtype=np.int32)
-    rank[order] = np.arange(len(uniq), dtype=np.int32)
-    return rank[inverse.ravel()], uniq[order]
+from ..core.arrays import StringTable, first_appearance_codes, indptr_of, spans
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,11 +39,11 @@ class SentenceTable:
             ``entity_names``).
     """
 
-    texts: PackedStrings
+    texts: StringTable
     chunk_ids: tuple[str, ...]
     chunk_rows: np.ndarray
     positions: np.ndarray
-    entity_names: PackedStrings
+    entity_names: StringTable
     entity_ptr: np.ndarray
     entity_ids: np.ndarray
 
@@ -154,7 +52,7 @@ class SentenceTable:
         """A table with no rows."""
         no_rows = np.zeros(0, dtype=np.int32)
         return cls(
-            PackedStrings(), (), no_rows, no_rows, PackedStrings(), np.zeros(1, np.int64), no_rows
+            StringTable(), (), no_rows, no_rows, StringTable(), np.zeros(1, np.int64), no_rows
         )
 
     @classmethod
@@ -195,8 +93,7 @@ class SentenceTable:
         chunk_codes, chunks = first_appearance_codes(self.chunk_rows[rows])
         starts = self.entity_ptr[rows]
         counts = self.entity_ptr[rows + 1] - starts
-        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(counts, out=ptr[1:])
+        ptr = indptr_of(counts)
         entity_codes, names = first_appearance_codes(self.entity_ids[spans(starts, counts)])
         return SentenceTable(
             texts=self.texts.take(rows),
@@ -236,7 +133,7 @@ class SentenceTableBuilder:
         self._base = base if base is not None else SentenceTable.empty()
         self._chunk_ids: list[str] = list(self._base.chunk_ids)
         self._chunk_code: dict[str, int] = {c: i for i, c in enumerate(self._chunk_ids)}
-        self._parts: list[tuple[PackedStrings, np.ndarray, np.ndarray, np.ndarray, PackedStrings]]
+        self._parts: list[tuple[StringTable, np.ndarray, np.ndarray, np.ndarray, StringTable]]
         self._parts = []
         self._pending: tuple[list[str], list[int], list[int], list[int], list[str]]
         self._pending = ([], [], [], [], [])
@@ -261,11 +158,11 @@ class SentenceTableBuilder:
         if texts:
             self._parts.append(
                 (
-                    PackedStrings.of(texts),
+                    StringTable(texts),
                     np.asarray(chunks, dtype=np.int32),
                     np.asarray(positions, dtype=np.int32),
                     np.asarray(counts, dtype=np.int64),
-                    PackedStrings.of(keys),
+                    StringTable(keys),
                 )
             )
         self._pending = ([], [], [], [], [])
@@ -280,9 +177,12 @@ class SentenceTableBuilder:
         self._parts.clear()
         added = np.concatenate(counts)
         ptr = np.concatenate([base.entity_ptr, base.entity_ptr[-1] + np.cumsum(added)])
-        ids, names = _number_keys(base.entity_names, PackedStrings.concat(keys))
+        # The base's names are copied, not extended: a graph built on the base reads them.
+        names = StringTable.concat([base.entity_names])
+        ids = names.intern_many(StringTable.concat(keys)).astype(np.int32)
+        names.fit()
         return SentenceTable(
-            texts=PackedStrings.concat([base.texts, *texts]),
+            texts=StringTable.concat([base.texts, *texts]),
             chunk_ids=tuple(self._chunk_ids),
             chunk_rows=np.concatenate([base.chunk_rows, *chunks]),
             positions=np.concatenate([base.positions, *positions]),
@@ -290,18 +190,3 @@ class SentenceTableBuilder:
             entity_ptr=ptr,
             entity_ids=np.concatenate([base.entity_ids, ids]),
         )
-
-
-def _number_keys(names: PackedStrings, keys: PackedStrings) -> tuple[np.ndarray, PackedStrings]:
-    """Number ``keys`` by first appearance, continuing the numbering of the distinct ``names``.
-
-    Returns:
-        ``(ids, names)``: int32 numbers of the keys and the extended names.
-    """
-    vocab = names.numbering()
-    known = len(vocab)
-    ids = np.fromiter(
-        (vocab.setdefault(k, len(vocab)) for k in keys), dtype=np.int32, count=len(keys)
-    )
-    fresh = PackedStrings.of(list(vocab)[known:])
-    return ids, PackedStrings.concat([names, fresh])

@@ -275,6 +275,20 @@ class StringTable(Sequence[str]):
     def __contains__(self, text: object) -> bool:
         return isinstance(text, str) and self.find(text) >= 0
 
+    def __eq__(self, other: object) -> bool:
+        """Tables are equal when they hold the same strings in the same order."""
+        if not isinstance(other, StringTable):
+            return NotImplemented
+        n = self._n
+        return (
+            n == other._n
+            and bool(np.array_equal(self._ends[:n], other._ends[:n]))
+            and self._buf[: int(self._ends[n - 1]) if n else 0]
+            == other._buf[: int(other._ends[n - 1]) if n else 0]
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: appends change it
+
     def strings(self, first: int = 0, stop: int | None = None) -> Iterator[str]:
         """The strings ``first`` to ``stop`` (default: the end), decoded one at a time."""
         stop = self._n if stop is None else min(stop, self._n)

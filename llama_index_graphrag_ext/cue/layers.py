@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.arrays import StringTable
 from ..core.graph import TypedGraph
 from .extractor import KnowledgeUnit, unit_id
 from .view import entity_id, entity_key
@@ -44,9 +45,9 @@ class Layers:
     """Units, entities and both edge kinds, as rows aligned with the vector tables.
 
     Attributes:
-        unit_texts: Per unit row, its statement.
+        unit_texts: Per unit row, its statement (packed).
         unit_from_llm: Per unit row, whether the LLM wrote it (else it is a sentence).
-        entity_names: Per entity row, the surface form seen first. (The normalised
+        entity_names: Per entity row, the surface form seen first, packed. (The normalised
             key is not kept: the entity's id, ``entity:<key>``, holds it already;
             a second string per entity was 4 MB of 98 retained at 4,000 chunks.)
         entity_labels: Per entity row, the spaCy label (or ``TITLE``), interned.
@@ -54,9 +55,9 @@ class Layers:
         unit_entity: ``(m, 2)`` int32 ``(unit row, entity row)`` pairs (E_e), sorted.
     """
 
-    unit_texts: list[str] = field(default_factory=list)
+    unit_texts: StringTable = field(default_factory=StringTable)
     unit_from_llm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    entity_names: list[str] = field(default_factory=list)
+    entity_names: StringTable = field(default_factory=StringTable)
     entity_labels: list[str] = field(default_factory=list)
     unit_chunk: np.ndarray = field(default_factory=lambda: _pairs([]))
     unit_entity: np.ndarray = field(default_factory=lambda: _pairs([]))
@@ -72,11 +73,11 @@ class Layers:
     def extended(self, growth: LayerGrowth) -> Layers:
         """These layers plus what one insert found (new rows go last, as in the tables)."""
         return Layers(
-            unit_texts=self.unit_texts + growth.unit_texts,
+            unit_texts=StringTable.concat([self.unit_texts, StringTable(growth.unit_texts)]),
             unit_from_llm=np.concatenate(
                 [self.unit_from_llm, np.asarray(growth.unit_from_llm, dtype=bool)]
             ),
-            entity_names=self.entity_names + growth.entity_names,
+            entity_names=StringTable.concat([self.entity_names, StringTable(growth.entity_names)]),
             entity_labels=self.entity_labels + growth.entity_labels,
             unit_chunk=_pairs(np.concatenate([self.unit_chunk, *growth.unit_chunk])),
             unit_entity=_pairs(np.concatenate([self.unit_entity, *growth.unit_entity])),
@@ -107,11 +108,11 @@ class Layers:
             out = np.column_stack([new_first[pairs[:, 0]], new_second[pairs[:, 1]]])
             return out.astype(np.int32).reshape(-1, 2)
 
-        units, entities = unit_alive.tolist(), entity_alive.tolist()
+        entities = entity_alive.tolist()
         layers = Layers(
-            unit_texts=[t for t, keep in zip(self.unit_texts, units, strict=True) if keep],
+            unit_texts=self.unit_texts.take(np.flatnonzero(unit_alive)),
             unit_from_llm=self.unit_from_llm[unit_alive],
-            entity_names=[x for x, keep in zip(self.entity_names, entities, strict=True) if keep],
+            entity_names=self.entity_names.take(np.flatnonzero(entity_alive)),
             entity_labels=[x for x, keep in zip(self.entity_labels, entities, strict=True) if keep],
             unit_chunk=renumber(unit_chunk, unit_alive, chunk_alive),
             unit_entity=renumber(unit_entity, unit_alive, entity_alive),
@@ -178,9 +179,9 @@ class Layers:
             names.append(attrs["name"])
             labels.append(sys.intern(attrs["label"]))
         return cls(
-            unit_texts=texts,
+            unit_texts=StringTable(texts),
             unit_from_llm=np.asarray(from_llm, dtype=bool),
-            entity_names=names,
+            entity_names=StringTable(names),
             entity_labels=labels,
             unit_chunk=_pairs(unit_chunk),
             unit_entity=_pairs(unit_entity),

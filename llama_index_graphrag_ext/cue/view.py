@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.arrays import csr
+
 _ENTITY_PREFIX = "entity:"
 
 
@@ -55,13 +57,9 @@ class Adjacency(Sequence[np.ndarray]):
     @classmethod
     def from_pairs(cls, sources: np.ndarray, targets: np.ndarray, n: int) -> Adjacency:
         """Group ``targets`` by ``sources`` into ``n`` sorted rows (one sort, no Python scan)."""
-        sources = np.asarray(sources, dtype=np.int64)
-        targets = np.asarray(targets, dtype=np.int64)
-        order = np.lexsort((targets, sources))
-        offsets = np.searchsorted(sources[order], np.arange(n + 1))
-        grouped = targets[order].astype(np.int32)
+        offsets, grouped = csr(sources, np.asarray(targets, dtype=np.int64), n, dtype=np.int32)
         grouped.flags.writeable = False
-        return cls(offsets.astype(np.int64), grouped)
+        return cls(offsets, grouped)
 
     def __len__(self) -> int:
         return self.offsets.size - 1

@@ -32,6 +32,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from spacy.language import Language
 
+from ..core.arrays import csr
 from ..core.llm import LLMSettings, UsageMeter, reason_of
 from ..core.text import split_sentences_batch
 from .chunker import parse_bracketed_items, rule_sentencizer
@@ -44,9 +45,7 @@ def neighbor_lists(num_chunks: int, rows: np.ndarray, cols: np.ndarray) -> list[
     """Sorted neighbour arrays of every chunk from undirected edges ``(rows, cols)``."""
     src = np.concatenate([rows, cols]).astype(np.int64)
     dst = np.concatenate([cols, rows]).astype(np.int64)
-    order = np.lexsort((dst, src))
-    src, dst = src[order], dst[order]
-    bounds = np.searchsorted(src, np.arange(num_chunks + 1))
+    bounds, dst = csr(src, dst, num_chunks, dtype=np.int64)
     return [dst[bounds[i] : bounds[i + 1]] for i in range(num_chunks)]
 
 

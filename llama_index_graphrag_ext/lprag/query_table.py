@@ -10,7 +10,7 @@ resident (``docs/scaling.md``, "Memory"). Here they are seven arrays, whatever
 the number of queries, and no per-query object outlives the build:
 
 * ``digests``: the id (``"q:"`` + 16 hex digits of a SHA-1) as a ``uint64``;
-* ``text_bytes`` / ``text_ends``: the UTF-8 texts back to back, and where each ends;
+* ``texts``: the texts, packed in a :class:`~..core.arrays.StringTable`;
 * ``chunk_ptr`` / ``chunk_rows``: the linked chunks, CSR style, as rows of the
   index's chunk table (remapped when chunks are deleted);
 * ``origins``: an index into :data:`ORIGINS`;
@@ -27,10 +27,12 @@ import hashlib
 import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ..core.arrays import StringTable, indptr_of
 
 #: Where a query node comes from.
 ORIGINS: tuple[str, ...] = ("llm", "pseudo", "bridge")
@@ -52,8 +54,7 @@ class QueryTable:
     """Query nodes in flat arrays (see the module docs); immutable, so readers never lock."""
 
     digests: np.ndarray
-    text_bytes: bytes
-    text_ends: np.ndarray
+    texts: StringTable
     chunk_ptr: np.ndarray
     chunk_rows: np.ndarray
     origins: np.ndarray
@@ -105,12 +106,7 @@ class QueryTable:
 
     def text(self, i: int) -> str:
         """Text of query ``i``."""
-        start = int(self.text_ends[i - 1]) if i else 0
-        return self.text_bytes[start : int(self.text_ends[i])].decode("utf-8", "surrogatepass")
-
-    def texts(self) -> list[str]:
-        """Every query text, in row order."""
-        return [self.text(i) for i in range(len(self))]
+        return self.texts[i]
 
     def origin(self, i: int) -> str:
         """Origin of query ``i`` (one of :data:`ORIGINS`)."""
@@ -137,12 +133,6 @@ class QueryTable:
             for i in range(len(self))
         ]
 
-    def with_vectors(self, vectors: np.ndarray) -> QueryTable:
-        """The same queries with these vectors."""
-        if len(vectors) != len(self):
-            raise ValueError(f"{len(vectors)} vectors for {len(self)} queries")
-        return replace(self, vectors=np.asarray(vectors, np.float32))
-
     def concat(self, other: QueryTable) -> QueryTable:
         """This table's queries, then ``other``'s."""
         if not len(self):
@@ -151,8 +141,7 @@ class QueryTable:
             return self
         return QueryTable(
             digests=np.concatenate([self.digests, other.digests]),
-            text_bytes=self.text_bytes + other.text_bytes,
-            text_ends=np.concatenate([self.text_ends, other.text_ends + len(self.text_bytes)]),
+            texts=StringTable.concat([self.texts, other.texts]),
             chunk_ptr=np.concatenate([self.chunk_ptr, other.chunk_ptr[1:] + self.num_links]),
             chunk_rows=np.concatenate([self.chunk_rows, other.chunk_rows]),
             origins=np.concatenate([self.origins, other.origins]),
@@ -171,13 +160,10 @@ class QueryTable:
         keep = left > 0
         # A dropped query has no live link left, so ``rows[alive]`` holds exactly
         # the kept queries' links, in order.
-        lengths = np.diff(self.text_ends, prepend=0)
-        text = np.frombuffer(self.text_bytes, np.uint8)[np.repeat(keep, lengths)]
         return QueryTable(
             digests=self.digests[keep],
-            text_bytes=text.tobytes(),
-            text_ends=np.cumsum(lengths[keep], dtype=np.int64),
-            chunk_ptr=np.concatenate([np.zeros(1, np.int64), np.cumsum(left[keep])]),
+            texts=self.texts.take(np.flatnonzero(keep)),
+            chunk_ptr=indptr_of(left[keep]),
             chunk_rows=rows[alive],
             origins=self.origins[keep],
             vectors=self.vectors[keep],
@@ -187,14 +173,14 @@ class QueryTable:
 class QueryTableBuilder:
     """Collects queries one by one into growing flat buffers, then makes a :class:`QueryTable`.
 
-    The buffers (``array`` and ``bytearray``) hold numbers and bytes, not
-    objects: adding a query leaves nothing behind in the small-object heap.
+    The buffers (``array`` and a :class:`~..core.arrays.StringTable`) hold
+    numbers and bytes, not objects: adding a query leaves nothing behind in the
+    small-object heap.
     """
 
     def __init__(self) -> None:
         self._digests = array("Q")
-        self._text = bytearray()
-        self._text_ends = array("q")
+        self._texts = StringTable()
         self._chunk_ptr = array("q", [0])
         self._chunk_rows = array("q")
         self._origins = array("B")
@@ -220,29 +206,15 @@ class QueryTableBuilder:
             if first_chunk_id is None:
                 raise ValueError("give first_chunk_id or digest")
             digest = query_digest(first_chunk_id, text)
-        self.add_encoded(
-            text.encode("utf-8", "surrogatepass"), chunk_rows, _ORIGIN_CODE[origin], digest
-        )
-
-    def add_encoded(
-        self, text: bytes, chunk_rows: Sequence[int] | np.ndarray, origin: int, digest: int
-    ) -> None:
-        """:meth:`add` for a text already in UTF-8 and an origin code."""
         self._digests.append(digest)
-        self._text += text
-        self._text_ends.append(len(self._text))
+        self._texts.append(text)
         self._chunk_rows.extend(int(r) for r in chunk_rows)
         self._chunk_ptr.append(len(self._chunk_rows))
-        self._origins.append(origin)
+        self._origins.append(_ORIGIN_CODE[origin])
 
     def texts(self) -> list[str]:
         """The texts added so far, in order."""
-        ends = self._text_ends.tolist()
-        starts = [0, *ends[:-1]]
-        return [
-            self._text[s:e].decode("utf-8", "surrogatepass")
-            for s, e in zip(starts, ends, strict=True)
-        ]
+        return list(self._texts)
 
     def build(self, vectors: np.ndarray) -> QueryTable:
         """The table, with the queries' ``vectors`` (row-aligned with the additions)."""
@@ -250,8 +222,7 @@ class QueryTableBuilder:
             raise ValueError(f"{len(vectors)} vectors for {len(self)} queries")
         return QueryTable(
             digests=np.frombuffer(self._digests, np.uint64).copy(),
-            text_bytes=bytes(self._text),
-            text_ends=np.frombuffer(self._text_ends, np.int64).copy(),
+            texts=StringTable.concat([self._texts]),
             chunk_ptr=np.frombuffer(self._chunk_ptr, np.int64).copy(),
             chunk_rows=np.frombuffer(self._chunk_rows, np.int64).copy(),
             origins=np.frombuffer(self._origins, np.uint8).copy(),

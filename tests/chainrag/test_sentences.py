@@ -1,17 +1,11 @@
-"""The columnar sentence table: packed strings, renumbering, batch building."""
+"""The columnar sentence table: rows, renumbering, batch building (strings: tests/core/test_arrays)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.chainrag.sentences import (
-    PackedStrings,
-    SentenceTable,
-    SentenceTableBuilder,
-    first_appearance_codes,
-    spans,
-)
+from llama_index_graphrag_ext.chainrag.sentences import SentenceTable, SentenceTableBuilder
 
 ROWS = [
     ("Marie Curie was born in Warsaw.", "c1", 0, ["marie curie", "warsaw", "marie curie"]),
@@ -31,29 +25,6 @@ def _as_rows(table: SentenceTable) -> list[tuple]:
 
 def _expected(rows) -> list[tuple]:
     return [(t, c, p, tuple(dict.fromkeys(e))) for t, c, p, e in rows]
-
-
-def test_packed_strings_round_trip_take_and_concat():
-    words = ["", "a", "Zürich", "東京", "🙂 ok", ""]
-    packed = PackedStrings.of(words)
-    assert len(packed) == len(words) and list(packed) == words
-    assert packed[2] == "Zürich" and packed[-2] == "🙂 ok" and packed[1:4] == words[1:4]
-    assert list(packed.strings(3)) == words[3:]
-    with pytest.raises(IndexError):
-        packed[len(words)]
-    assert list(packed.take(np.array([3, 0, 2, 2]))) == ["東京", "", "Zürich", "Zürich"]
-    assert list(packed.take(np.array([], dtype=np.int64))) == []
-    both = PackedStrings.concat([packed, PackedStrings(), PackedStrings.of(["x", "Ω"])])
-    assert list(both) == [*words, "x", "Ω"]
-    assert PackedStrings.of(["b", "a"]).numbering() == {"b": 0, "a": 1}
-
-
-def test_spans_and_first_appearance_codes():
-    assert spans(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
-    assert spans(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
-    codes, kept = first_appearance_codes(np.array([7, 3, 7, 9, 3]))
-    assert codes.tolist() == [0, 1, 0, 2, 1] and kept.tolist() == [7, 3, 9]
-    assert kept[codes].tolist() == [7, 3, 7, 9, 3]
 
 
 def test_table_rows_keep_text_order_and_distinct_entities():
@@ -104,4 +75,4 @@ def test_batches_and_a_base_table_give_the_one_batch_table(pack_every):
     assert list(table.entity_names) == list(whole.entity_names)
     for name in ("chunk_rows", "positions", "entity_ptr", "entity_ids"):
         assert np.array_equal(getattr(table, name), getattr(whole, name)), name
-    assert table.texts.blob == whole.texts.blob
+    assert table.texts.arrays()[0] == whole.texts.arrays()[0]

@@ -116,3 +116,11 @@ def test_spans_gather_and_first_appearance_codes():
     codes, kept = first_appearance_codes(np.array([7, 3, 7, 9, 3]))
     assert codes.tolist() == [0, 1, 0, 2, 1] and kept.tolist() == [7, 3, 9]
     assert kept[codes].tolist() == [7, 3, 7, 9, 3]
+
+
+def test_string_tables_compare_by_content():
+    a, b = StringTable(["x", "yz"]), StringTable(["x"])
+    assert a != b and a != ["x", "yz"]
+    b.append("yz")
+    assert a == b and a == StringTable.concat([StringTable(["x"]), StringTable(["yz"])])
+    assert StringTable() == StringTable() and StringTable(["xy"]) != StringTable(["x", "y"])
