@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..core.embeddings import top_k_of_scores
-from ..core.vectors import RowSearcher, products
+from ..core.search import RowSearcher, products
 from .scoring import QIterScorer
 from .view import CueGraphView
 

@@ -34,7 +34,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.embeddings import embed_query, normalize_rows
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
-from ..core.vectors import RowSearcher
+from ..core.search import RowSearcher
 from .graph import QueryLayer
 
 if TYPE_CHECKING:

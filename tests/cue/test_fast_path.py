@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.core import vectors as vectors_mod
+from llama_index_graphrag_ext.core import search as search_mod
 from llama_index_graphrag_ext.core.embeddings import top_k_of_scores
-from llama_index_graphrag_ext.core.vectors import MatrixSearch
+from llama_index_graphrag_ext.core.search import MatrixSearch
 from llama_index_graphrag_ext.cue import qiter
 from llama_index_graphrag_ext.cue.qiter import anchor_entities, beam_search
 from llama_index_graphrag_ext.cue.scoring import EmbeddingScorer
@@ -89,7 +89,7 @@ def random_view():
     for u in range(n_units):
         for e in rng.choice(np.arange(1, n_entities), size=rng.integers(1, 4), replace=False):
             edges.add((u, int(e)))
-    for u in rng.choice(n_units, size=vectors_mod._BLOCK_ROWS * 3 + 100, replace=False):
+    for u in rng.choice(n_units, size=search_mod._BLOCK_ROWS * 3 + 100, replace=False):
         edges.add((int(u), 0))
     return build_view(
         unit_ids=[f"u{i}" for i in range(n_units)],
@@ -201,16 +201,16 @@ def test_beam_search_without_shared_scores_is_the_same(random_view):
 
 def test_blocked_products_match_plain_products(random_view):
     rng = np.random.default_rng(5)
-    table = unit_rows(rng, vectors_mod._BLOCK_ROWS * 2 + 37, 24)
+    table = unit_rows(rng, search_mod._BLOCK_ROWS * 2 + 37, 24)
     vectors = list(unit_rows(rng, 3, 24))
     want = np.stack(vectors) @ table.T
-    np.testing.assert_allclose(vectors_mod.products(table, vectors), want, atol=1e-6)
-    np.testing.assert_allclose(vectors_mod.products(table, vectors[:1]), want[:1], atol=1e-6)
+    np.testing.assert_allclose(search_mod.products(table, vectors), want, atol=1e-6)
+    np.testing.assert_allclose(search_mod.products(table, vectors[:1]), want[:1], atol=1e-6)
     units = random_view.unit_matrix
     rows = random_view.entity_units[0]  # the hub: several blocks of gathered rows
-    assert rows.size > vectors_mod._BLOCK_ROWS * 3
+    assert rows.size > search_mod._BLOCK_ROWS * 3
     np.testing.assert_allclose(
-        vectors_mod.products(units, vectors[:2], rows),
+        search_mod.products(units, vectors[:2], rows),
         np.stack(vectors[:2]) @ units[rows].T,
         atol=1e-6,
     )

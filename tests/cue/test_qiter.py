@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.core.vectors import MatrixSearch
+from llama_index_graphrag_ext.core.search import MatrixSearch
 from llama_index_graphrag_ext.cue.qiter import anchor_entities, beam_search
 from llama_index_graphrag_ext.cue.scoring import EmbeddingScorer
 from llama_index_graphrag_ext.cue.view import build_view
