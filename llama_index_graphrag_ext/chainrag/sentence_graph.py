@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from ..core.arrays import csr, first_appearance_codes, indptr_of, take_rows
 from ..core.embeddings import knn_graph, union_knn_edges
-from .sentences import SentenceTable
+from .sentences import SentenceRecord, SentenceRecords, SentenceTable, row_index
 
 #: The three edge kinds of the paper (§3.1), in the order the paper lists them.
 EDGE_KINDS: tuple[str, ...] = ("EC", "SS", "SA")
@@ -220,40 +220,6 @@ def _symmetric(n: int, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -
     return mat
 
 
-@dataclass(frozen=True)
-class SentenceRecord:
-    """One sentence of the graph, as a row view (the graph stores columns, see ``sentences``).
-
-    Attributes:
-        text: The sentence.
-        chunk_id: The chunk (LlamaIndex node) it came from.
-        position: Its index among the chunk's sentences.
-        entities: Normalised entity keys (spaCy NER), in text order, distinct.
-    """
-
-    text: str
-    chunk_id: str
-    position: int
-    entities: tuple[str, ...] = ()
-
-
-class SentenceRecords(Sequence[SentenceRecord]):
-    """A table's rows as :class:`SentenceRecord` objects, each made when it is read."""
-
-    def __init__(self, table: SentenceTable) -> None:
-        self._table = table
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def __getitem__(self, row):  # type: ignore[override]
-        if isinstance(row, slice):
-            return [self[i] for i in range(*row.indices(len(self)))]
-        t = self._table
-        row = _row_index(row, len(t))
-        return SentenceRecord(t.text(row), t.chunk_id(row), t.position(row), t.entities(row))
-
-
 class KeyEntities(Sequence[tuple[str, ...]]):
     """Each row's key entities as a tuple of keys (most important first), made when read."""
 
@@ -268,13 +234,7 @@ class KeyEntities(Sequence[tuple[str, ...]]):
             return [self[i] for i in range(*row.indices(len(self)))]
         g = self._graph
         names = g.sentences.entity_names
-        return tuple(names[e] for e in g.key_row(_row_index(row, len(g))).tolist())
-
-
-def _row_index(row: int, n: int) -> int:
-    if not -n <= row < n:
-        raise IndexError(f"row {row} of {n}")
-    return int(row) % n
+        return tuple(names[e] for e in g.key_row(row_index(row, len(g))).tolist())
 
 
 @dataclass(frozen=True)
@@ -521,3 +481,20 @@ def _columns_in_key_order(key_ids: np.ndarray, key_columns: np.ndarray) -> np.nd
 
 def _table_of(records: Sequence[SentenceRecord]) -> SentenceTable:
     return SentenceTable.from_rows((r.text, r.chunk_id, r.position, r.entities) for r in records)
+
+
+__all__ = [
+    "EDGE_KINDS",
+    "KeyEntities",
+    "SentenceGraph",
+    "SentenceRecord",
+    "SentenceRecords",
+    "check_edge_kinds",
+    "entity_importance",
+    "incidence",
+    "key_entities",
+    "key_entity_rows",
+    "key_incidence",
+    "sa_edges",
+    "ss_edges",
+]

@@ -8,7 +8,7 @@ the analyses' memory resident after the build (CPython's small-object allocator
 returns memory only in whole arenas). Here a table is a handful of large buffers:
 the texts as a :class:`~..core.arrays.StringTable`, chunk rows and positions as
 int32 arrays, and the entities as CSR rows over an entity vocabulary that is
-itself a string table. Row views (:class:`~.sentence_graph.SentenceRecord`) are
+itself a string table. Row views (:class:`SentenceRecord`) are
 made on access. A table is never changed in place: inserts and deletes make a
 new one, so a graph built from an old one stays consistent.
 """
@@ -190,3 +190,44 @@ class SentenceTableBuilder:
             entity_ptr=ptr,
             entity_ids=np.concatenate([base.entity_ids, ids]),
         )
+
+
+@dataclass(frozen=True)
+class SentenceRecord:
+    """One sentence of the graph, as a row view of a :class:`SentenceTable`.
+
+    Attributes:
+        text: The sentence.
+        chunk_id: The chunk (LlamaIndex node) it came from.
+        position: Its index among the chunk's sentences.
+        entities: Normalised entity keys (spaCy NER), in text order, distinct.
+    """
+
+    text: str
+    chunk_id: str
+    position: int
+    entities: tuple[str, ...] = ()
+
+
+class SentenceRecords(Sequence[SentenceRecord]):
+    """A table's rows as :class:`SentenceRecord` objects, each made when it is read."""
+
+    def __init__(self, table: SentenceTable) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        t = self._table
+        row = row_index(row, len(t))
+        return SentenceRecord(t.text(row), t.chunk_id(row), t.position(row), t.entities(row))
+
+
+def row_index(row: int, n: int) -> int:
+    """``row`` as a position in ``n`` rows (negative counts from the end; IndexError outside)."""
+    if not -n <= row < n:
+        raise IndexError(f"row {row} of {n}")
+    return int(row) % n
