@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from importlib import resources
 
 import networkx as nx
 import pytest
@@ -59,7 +61,8 @@ def test_neighbourhood_center_and_degree():
     assert neighbourhood(g, 100) == g.nodes()
     around = neighbourhood(g, 5, center="s10")
     assert len(around) == 5 and around[0] == "s10"
-    assert set(around) <= set(g.k_hop("s10", 2))
+    # Breadth-first: each node after the centre hangs off an earlier one.
+    assert all(set(g.neighbors(n)) & set(around[:i]) for i, n in enumerate(around) if i)
     assert neighbourhood(g, 5, center=["s10"]) == around  # deterministic
     top = neighbourhood(g, 3)
     assert top[0] == "c0"  # chunks have the highest degree (5); ties broken by id
@@ -99,6 +102,39 @@ def test_graphml_round_trip(tmp_path):
     assert "<script>" not in text
     ids = re.findall(r'<edge [^>]*id="([^"]+)"', text)
     assert len(ids) == len(set(ids)) == g.num_edges()  # unique edge ids for Gephi
+
+
+def _expected_graphml_value(value):
+    """What `export_graphml` writes for an attribute value: scalars as they are, else JSON."""
+    if isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def test_graphml_round_trips_every_node_edge_and_attribute(tmp_path):
+    """``networkx.read_graphml`` gives back the graph's nodes, edges and attributes."""
+    g = _graph()
+    path = tmp_path / "g.graphml"
+    export_graphml(g, path)
+    h = nx.read_graphml(path, force_multigraph=True)
+    assert list(h.nodes) == g.nodes()
+    for n in g.nodes():
+        want = {k: _expected_graphml_value(v) for k, v in g.node_attrs(n).items() if k != "label"}
+        want.update(kind=g.node_kind(n), label=node_label(g, n))
+        assert h.nodes[n] == want
+    assert type(h.nodes["s3"]["pos"]) is int and type(h.nodes["e0"]["score"]) is float
+
+    def edge_rows(edges):
+        return sorted((tuple(sorted((u, v))), json.dumps(d, sort_keys=True)) for u, v, d in edges)
+
+    expected = []
+    for u, v, kind, weight, attrs in g.edges_with_attrs():
+        row = {k: _expected_graphml_value(x) for k, x in attrs.items()}
+        row["kind"] = kind
+        if weight is not None:
+            row["weight"] = weight
+        expected.append((u, v, row))
+    assert edge_rows(h.edges(data=True)) == edge_rows(expected)
 
 
 def test_graphml_capped_and_odd_characters(tmp_path):
@@ -174,6 +210,19 @@ def test_html_small_and_empty_graphs(tmp_path):
 def test_export_rejects_unknown_suffix(tmp_path):
     with pytest.raises(ValueError, match=r"\.graphml"):
         export(_graph(), tmp_path / "g.png")
+
+
+def test_viewer_assets_are_package_files(tmp_path):
+    """The page's fixed parts come from ``assets/`` (what the wheel ships), filled in full."""
+    assets = resources.files("llama_index_graphrag_ext.core.viz") / "assets"
+    parts = {
+        name: (assets / name).read_text(encoding="utf-8") for name in ("viewer.css", "viewer.js")
+    }
+    assert "${title}" in (assets / "viewer.html").read_text(encoding="utf-8")
+    export_html(_graph(), tmp_path / "g.html")
+    page = (tmp_path / "g.html").read_text(encoding="utf-8")
+    assert parts["viewer.js"] in page and parts["viewer.css"] in page
+    assert "${" not in page and page.endswith("</body></html>\n")
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node.js not installed")
