@@ -274,7 +274,8 @@ SYSTEMS: dict[str, Callable[[Sequence[Document], JudgeContext], Answerer]] = {
 
 def _answers(
     name: str, documents: Sequence[Document], questions, ctx: JudgeContext, usage: UsageMeter
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str | None], dict[str, Any]]:
+    """One system's answers (``None`` for a question it failed on, counted in the stats)."""
     if name not in SYSTEMS:
         raise KeyError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}")
     usage.take()
@@ -288,7 +289,7 @@ def _answers(
             answers.append(answerer(q.question))
         except Exception:  # one failed answer must not lose the run; it is counted
             logger.exception("%s failed on %s", name, q.id)
-            answers.append("")
+            answers.append(None)  # never judged as an empty answer: the pair is skipped
             stats["failed_answers"] = stats.get("failed_answers", 0) + 1
     stats["query_seconds"] = round(time.perf_counter() - start, 2)
     stats["llm_calls_query"], stats["llm_tokens_query"] = usage.take()
@@ -351,6 +352,13 @@ def run_judge(
     judge = resolve_llm(judge_llm) if judge_llm is not None else answer_llm
     if judge is None:
         raise ValueError("the judge needs a judge LLM (got provider 'none')")
+    if judge_llm is None:
+        # The paper judged every generator's answers with gpt-4o-mini [P §6.1].
+        logger.warning(
+            "judge: no judge_llm given, %s judges its own answers (the paper judged with "
+            "gpt-4o-mini; pass judge_llm / --judge-llm)",
+            describe_llm(answer_llm),
+        )
     ctx = JudgeContext(
         llm=answer_llm,
         embed_model=resolve_embed_model(embed_model),
@@ -368,6 +376,7 @@ def run_judge(
         "systems": {"a": a, "b": b},
         "llm": describe_llm(answer_llm),
         "judge": describe_llm(judge),
+        "judge_is_answer_llm": judge is answer_llm,
     }
     judge_s = LLMSettings(cache_path=ctx.cache_path("judge")).new_caller(judge)
     judgements: list[Judgement] = []
@@ -375,8 +384,19 @@ def run_judge(
         answers_a, report["a_stats"] = _answers(a, documents, questions, ctx, usage)
         answers_b, report["b_stats"] = _answers(b, documents, questions, ctx, usage)
         usage.take()
+        skipped = []
         for q, ans_a, ans_b in zip(questions, answers_a, answers_b, strict=True):
+            if ans_a is None or ans_b is None:
+                skipped.append(q.id)  # a failed answer is not a losing answer
+                continue
             judgements.extend(_run_pair(judge_s, q.id, q.question, ans_a, ans_b))
+        report["pairs_skipped_failed_answer"] = skipped
+        if skipped:
+            logger.warning(
+                "judge: %d question(s) not judged, a system failed to answer: %s",
+                len(skipped),
+                skipped[:5],
+            )
         report["judge_calls"], report["judge_tokens"] = usage.take()
     report["win_rates"] = win_rates(judgements)
     report["verdicts"] = [
@@ -428,4 +448,7 @@ def format_judge_table(report: dict[str, Any]) -> str:
         )
     lines.append("")
     lines.append(f"judge: {report['judge_calls']} calls, {report['judge_tokens']} tokens")
+    skipped = report.get("pairs_skipped_failed_answer") or []
+    if skipped:
+        lines.append(f"not judged (a system failed to answer): {len(skipped)} question(s)")
     return "\n".join(lines)

@@ -6,8 +6,10 @@ Context-Aware Fine-Grained Graph RAG". Components:
 - [`FGRAGExtractor`][llama_index_graphrag_ext.fgrag.extract.FGRAGExtractor] and
   [`CooccurrenceExtractor`][llama_index_graphrag_ext.fgrag.extract.CooccurrenceExtractor]:
   ``kg_extractors`` for ``PropertyGraphIndex`` (LLM, and LLM-free);
-- [`FGRAGIndex`][llama_index_graphrag_ext.fgrag.index.FGRAGIndex]: ``PropertyGraphIndex``
-  with same-name merging and entity vectors, on any property graph store;
+- [`FGRAGIndex`][llama_index_graphrag_ext.fgrag.index.FGRAGIndex]: the merged entity
+  graph ([`EntityGraph`][llama_index_graphrag_ext.fgrag.graph.EntityGraph]) with entity
+  vectors, a suite index like the other four; optionally mirrored into any LlamaIndex
+  property graph store, which expansion then reads hop by hop;
 - [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever]:
   context-aware entity expansion, chunks with evidence (LLM-free);
 - [`FGRAGQueryEngine`][llama_index_graphrag_ext.fgrag.engine.FGRAGQueryEngine]:
@@ -15,8 +17,9 @@ Context-Aware Fine-Grained Graph RAG". Components:
 """
 
 from .engine import FGRAGQueryEngine
-from .expansion import EntityGraph, Expansion, expand, expand_many
+from .expansion import Expansion, expand_many
 from .extract import CooccurrenceExtractor, FGRAGExtractor, default_extractor, parse_extraction
+from .graph import EntityGraph
 from .index import FGRAGIndex
 from .retriever import FGRAGRetriever, spacy_query_entities
 
@@ -29,7 +32,6 @@ __all__ = [
     "FGRAGQueryEngine",
     "FGRAGRetriever",
     "default_extractor",
-    "expand",
     "expand_many",
     "parse_extraction",
     "spacy_query_entities",

@@ -8,8 +8,15 @@ For a query ``Q``:
 2. map, per unit and concurrently: follow-up questions "as a user would" (Eq. 10),
    context-aware entity expansion (Eq. 9, [`FGRAGRetriever.expand`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever.expand]),
    and a focused summary of the gathered descriptions steered by the questions (Eq. 11);
-3. reduce: the answer from the summaries only (Eq. 12), streamed when
-   ``streaming=True``.
+3. reduce: the answer from the summaries (Eq. 12), streamed when
+   ``streaming=True``. When the summaries do not fit one prompt they are merged
+   in rounds first, a group that fits at a time (as LlamaIndex's
+   ``TreeSummarize`` does), so none is dropped; ``response.metadata`` counts the
+   rounds.
+
+The per-entity summary may draw on the model's general knowledge, as the
+paper's prompt allows; ``general_knowledge=False`` keeps it to the gathered
+descriptions.
 
 The response's ``source_nodes`` are the chunks behind the descriptions (with
 evidence); ``response.metadata["fgrag"]`` holds every unit's questions,
@@ -58,7 +65,14 @@ from ..core.llm import (
 from ..core.llm.cache import LLMCache
 from ..core.text import count_tokens, truncate_tokens
 from .expansion import Expansion
-from .prompts import ANSWER_PROMPT, QUERY_ENTITIES_PROMPT, QUESTIONS_PROMPT, SUMMARY_PROMPT
+from .prompts import (
+    ANSWER_PROMPT,
+    COMBINE_PROMPT,
+    QUERY_ENTITIES_PROMPT,
+    QUESTIONS_PROMPT,
+    STRICT_SUMMARY_PROMPT,
+    SUMMARY_PROMPT,
+)
 from .retriever import FGRAGRetriever, spacy_query_entities
 
 if TYPE_CHECKING:
@@ -72,6 +86,8 @@ PROMPT_RESERVE = 700
 _ENTITIES_BUDGET = 160
 _SUMMARY_BUDGET = 500
 _ANSWER_BUDGET = 1000
+#: Most merge rounds before the answer (each round at least halves the notes).
+MAX_REDUCE_ROUNDS = 8
 
 
 def _clean_lines(text: str, limit: int, max_words: int = 12, cut: bool = False) -> list[str]:
@@ -107,6 +123,9 @@ class FGRAGQueryEngine(BaseQueryEngine):
             the reduce step's summaries; by default the LLM's context window
             minus a reserve (the paper sets none; small models need one).
         streaming: Stream the reduce step.
+        general_knowledge: Let the per-entity summary add relevant general
+            knowledge, as the paper's prompt does; ``False``: only the gathered
+            descriptions.
         cache_path: Optional sqlite file caching LLM answers.
         num_workers: Concurrent LLM calls in the map step (``max_concurrency`` too).
         max_concurrency: The same as ``num_workers``, under the name every other
@@ -126,6 +145,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
         max_questions: int = 10,
         max_context_tokens: int | None = None,
         streaming: bool = False,
+        general_knowledge: bool = True,
         cache_path: str | None = None,
         num_workers: int = 4,
         max_concurrency: int | None = None,
@@ -179,9 +199,11 @@ class FGRAGQueryEngine(BaseQueryEngine):
         self._prompts: dict[str, BasePromptTemplate] = {
             "query_entities": QUERY_ENTITIES_PROMPT,
             "questions": QUESTIONS_PROMPT,
-            "summary": SUMMARY_PROMPT,
+            "summary": SUMMARY_PROMPT if general_knowledge else STRICT_SUMMARY_PROMPT,
+            "combine": COMBINE_PROMPT,
             "answer": ANSWER_PROMPT,
         }
+        self.general_knowledge = general_knowledge
         super().__init__(callback_manager=callback_manager)
 
     # ----------------------------------------------------------------- prompts
@@ -300,11 +322,58 @@ class FGRAGQueryEngine(BaseQueryEngine):
         sources = await asyncio.to_thread(self._retriever.rank_chunks, expansions)
         return maps, sources
 
-    def reduce_prompt(self, query: str, maps: list[dict[str, Any]]) -> str:
-        """Eq. 12's prompt: the query and the per-unit summaries, within the budget."""
+    def _fits(self, parts: list[str]) -> bool:
+        return count_tokens("\n\n".join(parts)) <= self.max_context_tokens
+
+    def _groups(self, parts: list[str]) -> list[list[str]]:
+        """Consecutive groups of ``parts``, each within the token budget (at least two per group)."""
+        groups: list[list[str]] = [[]]
+        for part in parts:
+            if len(groups[-1]) >= 2 and not self._fits([*groups[-1], part]):
+                groups.append([])
+            groups[-1].append(part)
+        return groups
+
+    async def _areduce(
+        self, query: str, maps: list[dict[str, Any]], llm: LLMCaller, stats: dict[str, Any]
+    ) -> str:
+        """Eq. 12's prompt, after merging the summaries in rounds until they fit.
+
+        A summary longer than the whole budget on its own is cut to it (counted
+        in ``stats["summaries_cut"]``); no summary is ever left out.
+        """
         parts = [f"## {m['entity']}\n{m['summary']}" for m in maps if m.get("summary")]
-        context = truncate_tokens("\n\n".join(parts), self.max_context_tokens) if parts else ""
+        stats.update(reduce_rounds=0, summaries_cut=0)
+        for k, part in enumerate(parts):
+            if count_tokens(part) > self.max_context_tokens // 2:
+                parts[k] = truncate_tokens(part, self.max_context_tokens // 2)
+                stats["summaries_cut"] += 1
+        while len(parts) > 1 and not self._fits(parts):
+            if stats["reduce_rounds"] >= MAX_REDUCE_ROUNDS:
+                raise RuntimeError("FG-RAG reduce: the notes did not fit after merging rounds")
+            stats["reduce_rounds"] += 1
+            groups = self._groups(parts)
+
+            async def merge(group: list[str]) -> str:
+                if len(group) == 1:
+                    return group[0]
+                prompt = self._prompts["combine"].format(
+                    context_str="\n\n".join(group), query_str=query
+                )
+                reply = await llm.acomplete(prompt, max_tokens=_SUMMARY_BUDGET, allow_cut=True)
+                return reply.text.strip()
+
+            merged = await llm.amap(groups, merge, desc="FG-RAG reduce")
+            failed = [m for m in merged if isinstance(m, BaseException)]
+            if failed:
+                raise failed[0]
+            parts = [str(m) for m in merged]
+        context = "\n\n".join(parts)
         return self._prompts["answer"].format(context_str=context or "(no notes)", query_str=query)
+
+    def reduce_prompt(self, query: str, maps: list[dict[str, Any]]) -> str:
+        """Eq. 12's prompt for ``maps`` (merging rounds included, run on the suite's loop)."""
+        return run_sync(lambda: self._areduce(query, maps, self._caller, {}))
 
     # ----------------------------------------------------------------- query
 
@@ -312,10 +381,10 @@ class FGRAGQueryEngine(BaseQueryEngine):
         meter = UsageMeter()
         llm = self._caller.with_meter(meter)
         maps, sources = await self._amap(query, llm)
-        answer = await llm.acomplete(
-            self.reduce_prompt(query, maps), max_tokens=_ANSWER_BUDGET, allow_cut=True
-        )
-        metadata = {"fgrag": maps, "usage": meter.snapshot()}
+        reduce: dict[str, Any] = {}
+        prompt = await self._areduce(query, maps, llm, reduce)
+        answer = await llm.acomplete(prompt, max_tokens=_ANSWER_BUDGET, allow_cut=True)
+        metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
         return Response(response=answer.text.strip(), source_nodes=sources, metadata=metadata)
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
@@ -325,8 +394,9 @@ class FGRAGQueryEngine(BaseQueryEngine):
         meter = UsageMeter()
         llm = self._caller.with_meter(meter)
         maps, sources = run_sync(lambda: self._amap(query, llm))
-        metadata = {"fgrag": maps, "usage": meter.snapshot()}
-        prompt = self.reduce_prompt(query, maps)
+        reduce: dict[str, Any] = {}
+        prompt = run_sync(lambda: self._areduce(query, maps, llm, reduce))
+        metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
 
         def tokens() -> Iterator[str]:
             yield from llm.stream(prompt, max_tokens=_ANSWER_BUDGET)
@@ -341,8 +411,9 @@ class FGRAGQueryEngine(BaseQueryEngine):
         meter = UsageMeter()
         llm = self._caller.with_meter(meter)
         maps, sources = await on_suite_loop(self._amap(query, llm))
-        metadata = {"fgrag": maps, "usage": meter.snapshot()}
-        prompt = self.reduce_prompt(query, maps)
+        reduce: dict[str, Any] = {}
+        prompt = await on_suite_loop(self._areduce(query, maps, llm, reduce))
+        metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
 
         async def tokens() -> AsyncIterator[str]:
             async for piece in llm.astream(prompt, max_tokens=_ANSWER_BUDGET):

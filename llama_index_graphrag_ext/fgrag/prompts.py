@@ -101,8 +101,26 @@ QUESTIONS_PROMPT = PromptTemplate(
     "Write at most {max_questions} short questions, one per line, without explanation.\n"
 )
 
-#: Per-entity fine-grained summary, Eq. 11 [P Fig. 4].
+#: Per-entity fine-grained summary, Eq. 11 [P Fig. 4]. As in the paper, the model may
+#: add relevant general knowledge, but no claim the information contradicts or leaves
+#: unsupported; ``general_knowledge=False`` on the engine picks the strict wording below.
 SUMMARY_PROMPT = PromptTemplate(
+    "Write a focused summary about {entity}, drawing on the information below. Make it "
+    "as useful as possible for answering the listed questions. You may add relevant general "
+    "knowledge, but do not state anything the information contradicts or that needs "
+    "evidence it does not give. Use a few markdown paragraphs with headings where they help.\n"
+    "\n"
+    "Information:\n"
+    "{context_str}\n"
+    "\n"
+    "Questions:\n"
+    "{questions}\n"
+    "\n"
+    "Summary:\n"
+)
+
+#: Eq. 11 restricted to the gathered information (no general knowledge).
+STRICT_SUMMARY_PROMPT = PromptTemplate(
     "Write a focused summary about {entity}, using only the information below. "
     "Make it as useful as possible for answering the listed questions; leave out anything "
     "the information does not support. Use a few markdown paragraphs with headings where "
@@ -115,6 +133,20 @@ SUMMARY_PROMPT = PromptTemplate(
     "{questions}\n"
     "\n"
     "Summary:\n"
+)
+
+#: One reduce round when the summaries do not fit one prompt (as LlamaIndex's
+#: ``TreeSummarize`` does): a group of notes becomes one note, nothing dropped.
+COMBINE_PROMPT = PromptTemplate(
+    "Merge the notes below into one note that keeps every fact relevant to the question "
+    "(names, numbers, dates, relationships). Do not answer the question yet; write the "
+    "merged note only.\n"
+    "\n"
+    "Notes:\n"
+    "{context_str}\n"
+    "\n"
+    "Question: {query_str}\n"
+    "Merged note:\n"
 )
 
 #: The reduce step, Eq. 12 [P §3.3] (not shown in the paper): answer from the summaries only.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -156,18 +156,18 @@ class FGRAGRetriever(BaseRetriever):
         if not units or len(graph) == 0:
             return [Expansion(query_entity=u) for u in units]
         embed = self._index.embed_model
-        vectors = embed_texts(embed, units)
 
-        def embed_strong(text: str) -> np.ndarray:
-            return embed_query(embed, text)
+        def embed_strong(texts: list[str]) -> np.ndarray:
+            return np.stack([embed_query(embed, text) for text in texts])
 
-        # All query entities in one call: the entity matrix is read once for
-        # all of them, not twice per entity (see expand_many).
+        search, neighbours = self._index.search_path(graph)
         return expand_many(
             graph,
             units,
-            vectors,
+            embed_texts(embed, units),
             embed_strong,
+            search=search,
+            neighbours=neighbours,
             top_n=self.top_n,
             strong_top_n=self.strong_top_n,
             description_budget=self.description_budget,
@@ -178,16 +178,12 @@ class FGRAGRetriever(BaseRetriever):
 
     def rank_chunks(self, expansions: Sequence[Expansion]) -> list[NodeWithScore]:
         """Chunks of the gathered descriptions, best first, each with its evidence."""
-        graph = self._index.graph_snapshot()
         scores: dict[str, float] = defaultdict(float)
         why: dict[str, dict[str, Any]] = {}
-        present = _present_chunks(
-            graph.chunks, {d.chunk_id for exp in expansions for d in exp.descriptions}
-        )
         for exp in expansions:
             for d in exp.descriptions:
-                if d.chunk_id not in present:
-                    continue
+                if not d.chunk_id:
+                    continue  # a description whose chunk the extractor did not say
                 scores[d.chunk_id] += max(d.seed_score, 0.0) * 0.5**d.depth
                 record = why.setdefault(
                     d.chunk_id, {"query_entities": [], "descriptions": [], "max_hops": 0}
@@ -207,11 +203,12 @@ class FGRAGRetriever(BaseRetriever):
             }
             for exp in expansions
         }
+        nodes = self._index.get_chunks([chunk_id for chunk_id, _ in ranked])
         out = []
-        for chunk_id, score in ranked:
+        for (chunk_id, score), node in zip(ranked, nodes, strict=True):
             evidence = {"method": "fgrag", **why[chunk_id]}
             evidence["expansion"] = {q: context[q] for q in evidence["query_entities"]}
-            out.append(with_evidence(graph.chunks[chunk_id], score, evidence))
+            out.append(with_evidence(node, score, evidence))
         return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -219,10 +216,3 @@ class FGRAGRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)
-
-
-def _present_chunks(chunks: Mapping[str, Any], chunk_ids: set[str]) -> set[str]:
-    """The non-empty ids among ``chunk_ids`` that ``chunks`` holds (in one batch where it can)."""
-    ids = sorted(i for i in chunk_ids if i)
-    batch = getattr(chunks, "present", None)
-    return batch(ids) if callable(batch) else {i for i in ids if i in chunks}

@@ -61,7 +61,7 @@ def test_classify_question_rejects_empty_and_threshold_moves_the_line():
 
 def summary_script() -> dict:
     def summary(prompt: str) -> str:
-        entity = re.search(r"focused summary about (.+?), using", prompt).group(1)
+        entity = re.search(r"focused summary about (.+?),", prompt).group(1)
         return f"SUMMARY[{entity}]"
 
     return {

@@ -21,7 +21,7 @@ QUERY = "What did Marie Curie do in Paris?"
 
 
 def summary(prompt: str) -> str:
-    entity = re.search(r"focused summary about (.+?), using", prompt).group(1)
+    entity = re.search(r"focused summary about (.+?),", prompt).group(1)
     return f"SUMMARY[{entity}]"
 
 
@@ -30,6 +30,9 @@ def script() -> dict:
         "List the entities": "1. Marie Curie\n2. Paris\n",
         "what would you need to know about": "- Where did she work?\n- What did she find?",
         "Write a focused summary about": summary,
+        "Merge the notes below": lambda p: (
+            "MERGED[" + ",".join(re.findall(r"SUMMARY\[(.+?)\]", p)) + "]"
+        ),
         "You answer questions from the notes": "FINAL ANSWER",
     }
 
@@ -96,7 +99,13 @@ def test_streaming_reduce(index: FGRAGIndex) -> None:
 def test_prompts_are_exposed_and_replaceable(index: FGRAGIndex) -> None:
     llm = ScriptedLLM(script() | {"NOTES>>": "CUSTOM"})
     engine = index.as_query_engine(llm=llm)
-    assert set(engine.get_prompts()) == {"query_entities", "questions", "summary", "answer"}
+    assert set(engine.get_prompts()) == {
+        "query_entities",
+        "questions",
+        "summary",
+        "combine",
+        "answer",
+    }
     engine.update_prompts({"answer": PromptTemplate("NOTES>> {context_str} Q: {query_str}")})
     assert str(engine.query(QUERY)) == "CUSTOM"
 
@@ -112,3 +121,27 @@ def test_token_budget_truncates_descriptions(index: FGRAGIndex) -> None:
 def test_needs_an_llm(index: FGRAGIndex) -> None:
     with pytest.raises(ValueError, match="needs an LLM"):
         FGRAGQueryEngine(index, llm="none")
+
+
+def test_summary_may_use_general_knowledge_unless_strict(index: FGRAGIndex) -> None:
+    default = index.as_query_engine(llm=ScriptedLLM(script()))
+    strict = index.as_query_engine(llm=ScriptedLLM(script()), general_knowledge=False)
+    assert "general knowledge" in default.get_prompts()["summary"].get_template()
+    assert "using only the information" in strict.get_prompts()["summary"].get_template()
+
+
+def test_reduce_merges_in_rounds_and_drops_no_summary(index: FGRAGIndex) -> None:
+    long = script() | {"Write a focused summary about": lambda p: summary(p) + " detail" * 20}
+    llm = ScriptedLLM(long)
+    # Room for about two summaries per prompt: three summaries need a merge round.
+    engine = index.as_query_engine(llm=llm, max_context_tokens=90, num_workers=1)
+    response = engine.query(QUERY)
+    assert response.metadata["reduce"]["reduce_rounds"] >= 1
+    merges = [p for p in llm.calls if p.startswith("Merge the notes")]
+    merged = " ".join(merges)
+    answer = llm.calls[-1]
+    # every unit's summary reaches the answer, merged or as it was
+    for unit in ("Marie Curie", "Paris", QUERY):
+        assert f"SUMMARY[{unit}]" in merged or f"SUMMARY[{unit}]" in answer
+    assert "MERGED[" in answer
+    assert response.metadata["reduce"]["summaries_cut"] == 0

@@ -134,13 +134,8 @@ SCRIPTS = {
 
 
 def stored_texts(method: str, index) -> dict[str, str]:
-    """Document id -> stored chunk text, whatever the index kind."""
-    if method == "bm25":
-        nodes = list(index.docstore.docs.values())
-    elif method == "fgrag":
-        nodes = list(index.graph_snapshot().chunks.values())
-    else:
-        nodes = list(index.docstore.docs.values())
+    """Document id -> stored chunk text (every index keeps its chunks in its docstore)."""
+    nodes = list(index.docstore.docs.values())
     return {n.ref_doc_id: n.get_content() for n in nodes}
 
 
@@ -322,7 +317,7 @@ def test_ten_megabyte_document_in_the_graph_indexes(
     # Work stays linear: every text embedded a bounded number of times (chunk,
     # its pieces or sentences, entity descriptions), never once per pair.
     assert hash_embed.embedded_chars <= 4 * TEN_MB
-    assert hash_embed._longest <= TEN_MB + 1000  # the chunk (and its title), once
+    assert hash_embed.longest_text <= TEN_MB + 1000  # the chunk (and its title), once
     retriever = retriever_for(method, index, 2)
     if method == "fgrag":
         # Without NER there is no entity, so FG-RAG reaches nothing, and says so.

@@ -370,7 +370,9 @@ def fgrag_index(llm, cache, hash_embed):
 
 def fgrag_entities(index) -> list[tuple[str, tuple[str, ...]]]:
     graph = index.graph_snapshot()
-    return sorted((n, tuple(d)) for n, d in zip(graph.names, graph.descriptions, strict=True))
+    return sorted(
+        (graph.name(i), tuple(t for t, _ in graph.descriptions(i))) for i in range(len(graph))
+    )
 
 
 def test_fgrag_extraction_survives_faults_and_resumes_from_the_cache(hash_embed, tmp_path):

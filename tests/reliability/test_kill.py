@@ -51,8 +51,6 @@ def index_class(method: str):
 
 
 def indexed_documents(method: str, index) -> set[str]:
-    if method == "fgrag":
-        return {n.ref_doc_id for n in index.graph_snapshot().chunks.values()}
     return {n.ref_doc_id for n in index.get_chunks(index.chunk_ids())}
 
 
