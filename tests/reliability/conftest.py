@@ -6,8 +6,6 @@ bad-input and concurrency suites can run each check against all seven.
 
 from __future__ import annotations
 
-import threading
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,10 +13,9 @@ import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import Document
-from pydantic import PrivateAttr
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
+from llama_index_graphrag_ext.testing import HashEmbedding
 
 #: Every index of the suite, as the reliability tests name them.
 METHODS = ("dense", "bm25", "qcg", "cue", "chainrag", "lprag", "fgrag")
@@ -34,46 +31,9 @@ TEXTS = {
 LPRAG_SMALL = {"hidden": 16, "epochs": 5, "threads": 1, "k": 2, "query_neighbors": 2}
 
 
-class HashEmbedding(BagOfWordsEmbedding):
-    """Deterministic hashed bag of words (crc32, fast and stable across processes), counting its input.
-
-    Cheap enough for a 10 MB document; texts that share words are similar. The
-    counters let tests check, by construction rather than by the clock, that an
-    index embeds each text a bounded number of times.
-    """
-
-    _lock: Any = PrivateAttr(default_factory=threading.Lock)
-    _texts: int = PrivateAttr(default=0)
-    _chars: int = PrivateAttr(default=0)
-    _longest: int = PrivateAttr(default=0)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "HashEmbedding"
-
-    def _slot(self, word: str) -> int:
-        return zlib.crc32(word.encode("utf-8", "surrogatepass")) % self.dim
-
-    def _vector(self, text: str) -> list[float]:
-        with self._lock:
-            self._texts += 1
-            self._chars += len(text)
-            self._longest = max(self._longest, len(text))
-        return super()._vector(text)
-
-    @property
-    def embedded_texts(self) -> int:
-        """Texts embedded so far."""
-        return self._texts
-
-    @property
-    def embedded_chars(self) -> int:
-        """Characters embedded so far."""
-        return self._chars
-
-
 @pytest.fixture
 def hash_embed() -> HashEmbedding:
+    """The suite's hashed embedder: cheap for a 10 MB text, and it counts what it embeds."""
     return HashEmbedding(embed_batch_size=16)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from llama_index.core.schema import Document
 
 import llama_index_graphrag_ext.core.persist as persist
+from llama_index_graphrag_ext.testing import HashEmbedding
 
 HERE = Path(__file__).resolve().parent
 spec = importlib.util.spec_from_file_location("reliability_conftest", HERE / "conftest.py")
@@ -46,7 +47,7 @@ def hang(marker: str) -> None:
 
 
 def main(method: str, folder: str, kill_at: str, marker: str) -> None:
-    embed = fixtures.HashEmbedding(embed_batch_size=16)
+    embed = HashEmbedding(embed_batch_size=16)
     docs = documents()
     persists = 0
 

@@ -1,0 +1,141 @@
+"""The synthetic corpora: benchmark passages pooled, cut, ordered and perturbed.
+
+The corpora are synthetic but made of real text: the union of the shared
+benchmark corpora (long texts cut into passage-sized pieces), and where a size
+needs more passages than that, perturbed copies of them (see :func:`perturb`).
+Sizes are nested: the 1k corpus is the head of the 4k one, and so on.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ...core.text import split_long_text
+from ..data import Passage, Question, load_benchmark
+
+#: Benchmark texts longer than this are cut into passage-sized pieces.
+MAX_PASSAGE_CHARS = 800
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+
+
+def default_benchmark_dirs() -> list[Path]:
+    """The shared benchmark folders (``$GRAPHRAG_BENCHMARKS`` or ``../shared/benchmarks``)."""
+    root = os.environ.get("GRAPHRAG_BENCHMARKS")
+    base = Path(root) if root else Path(__file__).resolve().parents[4] / "shared" / "benchmarks"
+    return sorted(p for p in base.glob("*") if (p / "corpus.jsonl").is_file())
+
+
+def load_pool(
+    benchmark_dirs: Sequence[str | os.PathLike], max_chars: int = MAX_PASSAGE_CHARS
+) -> tuple[list[Passage], list[tuple[str, list[Question]]]]:
+    """The union of the benchmark corpora, and each set's questions.
+
+    Ids are prefixed with the set's folder name (``musique-100/<id>``) so sets
+    cannot collide; gold ids get the same prefix. Texts longer than
+    ``max_chars`` (the UltraDomain books) are cut at paragraph or sentence
+    boundaries into pieces ``<id>#<n>``, each keeping the title; gold passages
+    stay whole, so the questions' gold ids keep naming one passage each.
+
+    Returns:
+        ``(passages, [(set name, questions), ...])`` in folder order.
+    """
+    passages: list[Passage] = []
+    questions: list[tuple[str, list[Question]]] = []
+    for folder in benchmark_dirs:
+        bench = load_benchmark(folder)
+        prefix = f"{bench.name}/"
+        gold = {g for q in bench.questions for g in q.gold_ids}
+        for p in bench.passages:
+            if len(p.text) <= max_chars or p.id in gold:
+                passages.append(Passage(prefix + p.id, p.title, p.text))
+                continue
+            for n, (_, piece) in enumerate(split_long_text(p.text, max_chars)):
+                if piece.strip():
+                    passages.append(Passage(f"{prefix}{p.id}#{n}", p.title, piece.strip()))
+        questions.append(
+            (
+                bench.name,
+                [
+                    Question(
+                        q.id,
+                        q.question,
+                        q.answers,
+                        tuple(prefix + g for g in q.gold_ids),
+                        q.type,
+                    )
+                    for q in bench.questions
+                ],
+            )
+        )
+    return passages, questions
+
+
+def split_sentences_rule(text: str) -> list[str]:
+    """Sentences by a punctuation rule (fast, deterministic; used only to perturb)."""
+    return [s for s in _SENTENCE_END.split(text.strip()) if s]
+
+
+def perturb(passage: Passage, copy: int, seed: int = 0) -> Passage:
+    """A perturbed copy of a passage, with the new id ``<id>~c<copy>``.
+
+    The perturbation keeps the passage's words and topic but changes its text,
+    so copies are near-duplicates rather than exact ones (as mirrored or
+    re-edited pages are in real corpora): sentences are shuffled and, when
+    there are three or more, one is dropped; a passage of one or two sentences
+    loses one word instead (it has too few orders to tell its copies apart).
+    Whole sentences stay intact where possible, so sentence-level embeddings
+    are shared with the original through the embedding cache. The choice is
+    seeded by ``(seed, copy, id)``.
+    """
+    rng = random.Random(f"{seed}:{copy}:{passage.id}")
+    sentences = split_sentences_rule(passage.text)
+    rng.shuffle(sentences)
+    if len(sentences) >= 3:
+        del sentences[rng.randrange(len(sentences))]
+    else:  # too few orders to tell copies apart: drop a word too
+        words = " ".join(sentences).split()
+        if len(words) >= 2:
+            del words[rng.randrange(1, len(words))]
+        sentences = [" ".join(words)]
+    return Passage(f"{passage.id}~c{copy}", passage.title, " ".join(sentences))
+
+
+def synthesize(
+    pool: Sequence[Passage], size: int, *, first: Sequence[str] = (), seed: int = 0
+) -> list[Passage]:
+    """A corpus of exactly ``size`` passages from ``pool`` (nested across sizes).
+
+    The passages named in ``first`` (the gold passages of the query set) come
+    first, then the rest of the pool in a seeded random order; past the pool,
+    perturbed copies (:func:`perturb`) follow in the same order, copy 1 of
+    every passage before copy 2.
+
+    Raises:
+        ValueError: ``size`` is not positive or the pool is empty.
+    """
+    if size <= 0:
+        raise ValueError(f"size must be positive, got {size}")
+    if not pool:
+        raise ValueError("the passage pool is empty")
+    by_id = {p.id: p for p in pool}
+    head = [by_id[i] for i in dict.fromkeys(first) if i in by_id]
+    chosen = {p.id for p in head}
+    rest = [p for p in pool if p.id not in chosen]
+    random.Random(seed).shuffle(rest)
+    order = head + rest
+    out = list(order[:size])
+    copy = 1
+    while len(out) < size:
+        out.extend(perturb(p, copy, seed) for p in order[: size - len(out)])
+        copy += 1
+    return out
+
+
+def query_set(questions: Sequence[tuple[str, list[Question]]], per_set: int) -> list[Question]:
+    """The first ``per_set`` questions of each set, in set order."""
+    return [q for _, qs in questions for q in qs[:per_set]]
