@@ -28,8 +28,7 @@ def _index(documents: Sequence[Document], ctx: BenchContext) -> SentenceGraphInd
 def _info(index: SentenceGraphIndex, kinds: Sequence[str]) -> dict:
     sg = index.sentence_graph
     # Counted from the stored matrices only: the exact EC pair count needs K @ K.T,
-    # whose size grows with the square of a frequent entity's sentences (it was
-    # the whole of ChainRAG's index time at 16k chunks; see docs/scaling.md).
+    # whose size grows with the square of a frequent entity's sentences.
     return {
         "sentences": len(sg),
         "edges": {"SS": sg.num_edges("SS"), "SA": sg.num_edges("SA")},

@@ -3,10 +3,10 @@
 * ``lprag-pseudo`` (LLM-free): passages as chunks, pseudo-queries (sentence
   windows, see :mod:`llama_index_graphrag_ext.lprag.queries`) instead of LLM questions.
 * ``lprag`` (configured LLM): LLM-written synthetic queries, bounded by
-  ``--set llm_batches=N`` (default 200 with the embedded SmolLM2, which writes
-  about one batch per few seconds on 2 cores; the remaining batches get
-  pseudo-queries, reported in ``info``). Atomic chunking runs only with a
-  strong LLM; with the embedded one chunks stay passages (logged).
+  ``--set llm_batches=N`` (default 200 with the embedded SmolLM2, a slow
+  writer on a CPU; the remaining batches get pseudo-queries, reported in
+  ``info``). Atomic chunking runs only with a strong LLM; with the embedded
+  one chunks stay passages (logged).
 
 Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,

@@ -32,7 +32,6 @@ from ...qcg.index import PRESETS, QueryCentricGraphIndex
 from ..registry import BenchContext, BenchSystem, register_method
 
 
-#: Retrieval knobs used for the benchmark runs (measured on musique-100, MiniLM).
 def _retrieval_options(ctx: BenchContext, preset: str) -> dict:
     """``--set`` overrides of the preset's knobs; K is the runner's ``top_k``."""
     base = PRESETS[preset]
