@@ -411,6 +411,7 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
         vector_store: BasePydanticVectorStore | None = None,
         vector_namespace: str | None = None,
         storage_context: StorageContext | None = None,
+        **settings: Any,
     ):
         """Load an index written by :meth:`persist` (format version checked).
 
@@ -426,6 +427,9 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
         LlamaIndex docstore: a ``SimpleDocumentStore`` persisted to a path,
         DuckDB, Redis, MongoDB, Postgres, ...) instead of a fresh in-memory one;
         chunks it lacks are copied into it from the folder.
+
+        ``settings`` are the method's own, over those stored with the index
+        (e.g. FG-RAG's ``property_graph_store``).
         """
         folder = Path(persist_dir)
         manifest = read_manifest(folder, cls.index_kind, cls.format_version)
@@ -459,7 +463,7 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
             callback_manager=callback_manager,
             vector_store=vector_store,
             vector_namespace=vector_namespace,
-            **manifest.get("config", {}),
+            **{**manifest.get("config", {}), **settings},
         )
         with index._lock:
             if (folder / GRAPH_FILE).is_file():
