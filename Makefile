@@ -37,10 +37,11 @@ test: install lint
 	$(MAKE) test-integrations
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
-# Optional engines: each integration installs into .venv (Milvus Lite comes from PyPI) and runs its own tests.
+# Optional engines: each integration installs into .venv (Milvus Lite and LadybugDB come from PyPI) and runs its own tests.
 test-integrations: install
-	$(PY) -m pip install -q -e integrations/milvus
+	$(PY) -m pip install -q -e integrations/milvus -e integrations/ladybug
 	cd integrations/milvus && ../../$(VENV)/bin/pytest -q
+	cd integrations/ladybug && ../../$(VENV)/bin/pytest -q
 
 bench: install
 	$(VENV)/bin/graphrag-ext bench --data ../shared/benchmarks/musique-100 --methods dense,bm25

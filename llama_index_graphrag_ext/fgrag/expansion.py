@@ -25,7 +25,6 @@ both walks are the same.
 from __future__ import annotations
 
 from collections import deque
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -155,20 +154,28 @@ def bfs(
     if budget <= 0 or not seeds:
         return out, visited
     strings = graph.strings
+    ent_ptr, ent_text, ent_src = graph.ent_ptr, graph.ent_text, graph.ent_src
+    rel_ptr, rel_text, rel_src, rel_ends = (
+        graph.rel_ptr,
+        graph.rel_text,
+        graph.rel_src,
+        graph.rel_ends,
+    )
     seen = {i for i, _ in seeds}
     queue: deque[tuple[int, int, float]] = deque((i, 0, s) for i, s in seeds)
     fetched_depth = -1
 
-    def take(text_ids, src_ids, kind, owner, depth, score, limit) -> int:
+    def take(lo: int, hi: int, texts, srcs, kind: str, owner, depth, score, limit) -> int:
+        """Add the untaken texts of one entity or relation (``owner()`` names it, when needed)."""
         added = 0
-        for t, c in zip(text_ids.tolist(), src_ids.tolist(), strict=True):
+        for t, c in zip(texts[lo:hi].tolist(), srcs[lo:hi].tolist(), strict=True):
             if len(out) >= budget or (limit is not None and added >= limit):
                 break
             if t in taken:
                 continue
             taken.add(t)
             chunk = strings[c] if c != NO_SOURCE else ""
-            out.append(Description(strings[t], kind, owner, chunk, depth, score, context))
+            out.append(Description(strings[t], kind, owner(), chunk, depth, score, context))
             added += 1
         return added
 
@@ -178,9 +185,10 @@ def bfs(
             neighbours.prefetch([i] + [j for j, d, _ in queue if d == depth])
             fetched_depth = depth
         visited.append(i)
-        lo, hi = int(graph.ent_ptr[i]), int(graph.ent_ptr[i + 1])
-        name = graph.name(i)
-        take(graph.ent_text[lo:hi], graph.ent_src[lo:hi], "entity", name, depth, score, per_entity)
+        take(
+            int(ent_ptr[i]), int(ent_ptr[i + 1]), ent_text, ent_src, "entity",
+            lambda i=i: graph.name(i), depth, score, per_entity,
+        )  # fmt: skip
         if len(out) >= budget:
             break
         nbrs, rels = neighbours.of(i)
@@ -191,17 +199,12 @@ def bfs(
         for j, r in zip(nbrs.tolist(), rels.tolist(), strict=True):
             if len(out) >= budget or (per_entity is not None and taken_rel >= per_entity):
                 break
-            rlo, rhi = int(graph.rel_ptr[r]), int(graph.rel_ptr[r + 1])
-            owner = f"{graph.name(graph.rel_ends[r, 0])} -> {graph.name(graph.rel_ends[r, 1])}"
-            if take(
-                graph.rel_text[rlo:rhi],
-                graph.rel_src[rlo:rhi],
-                "relation",
-                owner,
-                depth,
-                score,
-                None,
-            ):
+
+            def owner(r: int = r) -> str:
+                return f"{graph.name(rel_ends[r, 0])} -> {graph.name(rel_ends[r, 1])}"
+
+            lo, hi = int(rel_ptr[r]), int(rel_ptr[r + 1])
+            if take(lo, hi, rel_text, rel_src, "relation", owner, depth, score, None):
                 taken_rel += 1
             if j not in seen and (max_depth is None or depth < max_depth):
                 seen.add(j)

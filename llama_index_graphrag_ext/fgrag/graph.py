@@ -299,8 +299,13 @@ class GraphBuilder:
                 descs = [record[0]]  # LlamaIndex's extractors write no description
             if self._append(record, record[2], record[3], descs, chunk_id):
                 record[4] = None
+        # A relation names its ends by entity name; an entity's node id is that
+        # name as LlamaIndex writes ids (a '"' becomes a space), so map names to ids.
+        ids = {node.name: node.id for node in entities}
         for rel in kg_relations:
-            key = (rel.source_id, rel.label, rel.target_id)
+            source = ids.get(rel.source_id, rel.source_id)
+            target = ids.get(rel.target_id, rel.target_id)
+            key = (source, rel.label, target)
             record = self.relations.get(key)
             if record is None:
                 record = self.relations[key] = [[], [], True]

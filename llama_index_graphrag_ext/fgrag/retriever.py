@@ -6,7 +6,7 @@ The LLM-free half of FG-RAG's query path [P §3.2, §3.3 steps 1-2]:
    or, LLM-free, spaCy's named entities and noun chunks of the query; the
    whole query is added as one more entity, as in the authors' code;
 2. for each, context-aware entity expansion (Eqs. 6-7 and the BFS passes,
-   see [`expand`][llama_index_graphrag_ext.fgrag.expansion.expand]).
+   see [`expand_many`][llama_index_graphrag_ext.fgrag.expansion.expand_many]).
 
 As a retriever it ranks the original chunks the gathered descriptions came
 from. A chunk's score is the sum, over every description it contributed, of

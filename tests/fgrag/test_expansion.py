@@ -161,3 +161,15 @@ def test_expansion_is_deterministic() -> None:
         [d.text for d in expand(g, unit(1, 1, 0), unit(0, 1, 1)).descriptions] for _ in range(3)
     ]
     assert runs[0] == runs[1] == runs[2]
+
+
+def test_relation_ends_named_with_quotes_join_their_entities() -> None:
+    # LlamaIndex writes a '"' in a name as a space in the node id; relations name the ends.
+    builder = GraphBuilder(None, cap=50)
+    quoted = EntityNode(name='david "tarw" jones', label="PERSON", properties={})
+    other = EntityNode(name="wales", label="GPE", properties={})
+    rel = Relation(label="PLAYED_FOR", source_id='david "tarw" jones', target_id="wales")
+    builder.add("chunk-1", [quoted, other], [rel])
+    g = builder.finish(lambda texts: np.ones((len(texts), 3), dtype=np.float32))[0]
+    assert len(g) == 2 and g.num_relations == 1
+    assert g.relation_key(0) == (quoted.id, "PLAYED_FOR", "wales")
