@@ -16,9 +16,10 @@ Context-Aware Fine-Grained Graph RAG". Components:
   query-level fine-grained summarization (map per query entity, streamed reduce).
 """
 
+from .cooccurrence import CooccurrenceExtractor
 from .engine import FGRAGQueryEngine
 from .expansion import Expansion, expand_many
-from .extract import CooccurrenceExtractor, FGRAGExtractor, default_extractor, parse_extraction
+from .extract import FGRAGExtractor, default_extractor, parse_extraction
 from .graph import EntityGraph
 from .index import FGRAGIndex
 from .retriever import FGRAGRetriever, spacy_query_entities

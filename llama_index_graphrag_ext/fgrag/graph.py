@@ -31,7 +31,7 @@ from llama_index.core.graph_stores.types import EntityNode, LabelledNode, Relati
 
 from ..core.arrays import StringTable, csr_order
 from ..core.embeddings import normalize_rows
-from .extract import BUILT_BY, DESCRIPTIONS, DISPLAY_NAME
+from .records import BUILT_BY, DESCRIPTIONS, DISPLAY_NAME
 
 logger = logging.getLogger(__name__)
 
