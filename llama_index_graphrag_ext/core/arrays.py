@@ -155,50 +155,55 @@ class _HashIndex:
 
     Equal hashes may stand for different strings: callers check each candidate.
     Entries added one at a time wait in the dict and are merged into the arrays
-    once there are enough of them, so a lookup is a binary search.
+    once there are enough of them, so a lookup is a binary search. The two
+    arrays are swapped in together (one tuple), so a reader never pairs the
+    keys of one version with the ids of another.
     """
 
-    __slots__ = ("keys", "ids", "recent", "_pending")
+    __slots__ = ("arrays", "recent", "_pending")
 
     def __init__(self) -> None:
-        self.keys = np.zeros(0, dtype=np.uint64)
-        self.ids = np.zeros(0, dtype=np.int64)
+        self.arrays = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
         self.recent: dict[int, list[int]] = {}
         self._pending = 0
 
     def get(self, key: int) -> list[int]:
-        keys = self.keys
+        keys, ids = self.arrays
         lo = int(np.searchsorted(keys, np.uint64(key), "left"))
         hi = int(np.searchsorted(keys, np.uint64(key), "right"))
-        out = self.ids[lo:hi].tolist() if hi > lo else []
+        out = ids[lo:hi].tolist() if hi > lo else []
         recent = self.recent.get(key)
         return out + recent if recent else out
 
     def add(self, key: int, i: int) -> None:
         self.recent.setdefault(key, []).append(i)
         self._pending += 1
-        if self._pending > max(1024, self.keys.shape[0] // 8):
+        if self._pending > max(1024, self.arrays[0].shape[0] // 8):
             self.settle()
 
     def add_many(self, keys: np.ndarray, ids: np.ndarray) -> None:
         self.settle()
-        keys = np.concatenate([self.keys, np.asarray(keys, dtype=np.uint64)])
-        ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
+        old_keys, old_ids = self.arrays
+        keys = np.concatenate([old_keys, np.asarray(keys, dtype=np.uint64)])
+        ids = np.concatenate([old_ids, np.asarray(ids, dtype=np.int64)])
         order = np.lexsort((ids, keys))
-        self.keys, self.ids = keys[order], ids[order]
+        self.arrays = (keys[order], ids[order])
 
     def settle(self) -> None:
         if not self.recent:
             return
         pairs = [(k, i) for k, ids in self.recent.items() for i in ids]
+        keys = np.fromiter((k for k, _ in pairs), dtype=np.uint64, count=len(pairs))
+        ids = np.fromiter((i for _, i in pairs), dtype=np.int64, count=len(pairs))
+        old_keys, old_ids = self.arrays
+        keys, ids = np.concatenate([old_keys, keys]), np.concatenate([old_ids, ids])
+        order = np.lexsort((ids, keys))
+        self.arrays = (keys[order], ids[order])  # merged before the dict is emptied
         self.recent, self._pending = {}, 0
-        self.add_many(
-            np.fromiter((k for k, _ in pairs), dtype=np.uint64, count=len(pairs)),
-            np.fromiter((i for _, i in pairs), dtype=np.int64, count=len(pairs)),
-        )
 
     def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.ids.nbytes) + 64 * self._pending
+        keys, ids = self.arrays
+        return int(keys.nbytes + ids.nbytes) + 64 * self._pending
 
 
 class StringTable(Sequence[str]):
@@ -400,12 +405,13 @@ class StringTable(Sequence[str]):
             return out
         index = self._lookup()
         index.settle()
+        keys, ids = index.arrays
         hashes = self._hashes(texts)
-        lo = np.searchsorted(index.keys, hashes, "left")
-        hi = np.searchsorted(index.keys, hashes, "right")
+        lo = np.searchsorted(keys, hashes, "left")
+        hi = np.searchsorted(keys, hashes, "right")
         for k in np.flatnonzero(hi > lo).tolist():
             text = texts[k]
-            for i in index.ids[lo[k] : hi[k]].tolist():
+            for i in ids[lo[k] : hi[k]].tolist():
                 if self[i] == text:
                     out[k] = i
                     break

@@ -72,6 +72,7 @@ def test_string_table_reads_while_one_writer_grows_it():
             for _ in range(2000):
                 n = len(table)
                 assert table[n - 1] == f"w{n - 1}"
+                assert table.find(f"w{n // 2}") == n // 2  # lookups while the index grows
         except Exception as exc:  # pragma: no cover - the assertion below reports it
             errors.append(exc)
 
