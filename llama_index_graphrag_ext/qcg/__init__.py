@@ -2,7 +2,11 @@
 
 | module | paper step |
 |---|---|
-| :mod:`.generator` | §3.3 steps 1-2: extended Doc2Query and Doc2Query--; sentence nodes (Fig. 4) |
+| :mod:`.query_nodes` | §3.3: the query node record, its text ``q ⊕ a``, the generator base |
+| :mod:`.doc2query` | §3.3 step 1: extended Doc2Query (LLM question-answer pairs) |
+| :mod:`.filtering` | §3.3 step 2: extended Doc2Query-- (top ``alpha`` by cosine to the chunk) |
+| :mod:`.sentence_nodes` | §4.2, Fig. 4: sentence nodes, the LLM-free tier |
+| :mod:`.generator` | the four above under their former module name (re-exports) |
 | :mod:`.parsing` | tolerant parsing of generated pairs |
 | :mod:`.graph` | §3.3 step 3: the query layer with its kNN edges (E_intra) and chunk links (E_inter) |
 | :mod:`.index` | the index: presets, insert / delete / persist |
@@ -10,21 +14,15 @@
 | :mod:`.prompts` | the generation and answer prompts |
 """
 
-from .generator import (
-    QUERY_NODES_KEY,
-    Doc2QueryGenerator,
-    GeneratedNodes,
-    QueryNodeGenerator,
-    QueryPair,
-    SentenceQueryGenerator,
-    doc2query_minus,
-    node_text,
-)
+from .doc2query import Doc2QueryGenerator
+from .filtering import doc2query_minus
 from .graph import QueryLayer
 from .index import PRESETS, QueryCentricGraphIndex
 from .parsing import parse_pairs
 from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, QCG_ANSWER_PROMPT
+from .query_nodes import QUERY_NODES_KEY, GeneratedNodes, QueryNodeGenerator, QueryPair, node_text
 from .retriever import QCGRetriever, RetrievalParams
+from .sentence_nodes import SentenceQueryGenerator
 
 __all__ = [
     "DOC2QUERY_LINES_PROMPT",

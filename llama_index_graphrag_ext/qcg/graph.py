@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.ann import ivf_knn, use_approximate
-from .generator import QueryPair
+from .query_nodes import QueryPair
 
 _NONE = -1
 

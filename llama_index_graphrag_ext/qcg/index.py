@@ -5,8 +5,8 @@ The index keeps the chunks in LlamaIndex's docstore (through
 as an immutable :class:`~llama_index_graphrag_ext.qcg.graph.QueryLayer` snapshot
 that writers replace and retrievers read without locks.
 
-Query nodes come from a generator: :class:`~.generator.Doc2QueryGenerator` (LLM
-question-answer pairs; the paper) or :class:`~.generator.SentenceQueryGenerator`
+Query nodes come from a generator: :class:`~.doc2query.Doc2QueryGenerator` (LLM
+question-answer pairs; the paper) or :class:`~.sentence_nodes.SentenceQueryGenerator`
 (the LLM-free "Sentence Nodes" variant). Chunks that already carry query nodes
 in their metadata (from the generator run inside an ``IngestionPipeline``) are
 used as they are.
@@ -27,18 +27,12 @@ from ..core.embeddings import embed_texts
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
-from .generator import (
-    QUERY_NODES_KEY,
-    STEP,
-    Doc2QueryGenerator,
-    GeneratedNodes,
-    QueryNodeGenerator,
-    QueryPair,
-    SentenceQueryGenerator,
-)
+from .doc2query import STEP, Doc2QueryGenerator
 from .graph import QueryLayer
 from .prompts import QCG_ANSWER_PROMPT
+from .query_nodes import QUERY_NODES_KEY, GeneratedNodes, QueryNodeGenerator, QueryPair
 from .retriever import QCGRetriever, RetrievalParams
+from .sentence_nodes import SentenceQueryGenerator
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +119,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
         nodes: Chunk nodes (``from_documents`` makes them).
         preset: ``multihop-rag`` (default with an LLM), ``lihuaworld`` or
             ``sentences`` (the LLM-free default); explicit settings override it.
-        generator: A :class:`~.generator.QueryNodeGenerator`, or ``"doc2query"`` /
+        generator: A :class:`~.query_nodes.QueryNodeGenerator`, or ``"doc2query"`` /
             ``"sentences"``. Without one: Doc2Query when an LLM resolves, else
             sentence nodes (logged).
         num_pairs: ``M`` for Doc2Query (paper: 20).

@@ -1,0 +1,47 @@
+"""Extended Doc2Query-- (paper §3.3 step 2): keep the top ``alpha`` of each chunk's pairs.
+
+The pairs of a chunk are embedded as ``query ⊕ answer``
+(:func:`~.query_nodes.node_text`) and ranked by cosine to the chunk; the top
+``alpha`` fraction are kept (paper: ``alpha = 0.8`` of ``M = 20``). No LLM is
+involved: :class:`~.doc2query.Doc2QueryGenerator` applies it to the LLM's pairs,
+and :class:`~.sentence_nodes.SentenceQueryGenerator` to sentences when asked
+(``alpha < 1``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def keep_count(m: int, alpha: float) -> int:
+    """How many of ``m`` pairs the top-``alpha`` filter keeps: ``round(alpha * m)``, at least 1.
+
+    Rounding is half-up (the paper, with ``M=20`` and ``alpha=0.8``, keeps an
+    integer 16; digest §8.13).
+    """
+    if m <= 0:
+        return 0
+    return max(1, min(m, math.floor(alpha * m + 0.5)))
+
+
+def doc2query_minus(
+    pair_vectors: np.ndarray, chunk_vector: np.ndarray, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Extended Doc2Query-- (paper §3.3 step 2): the top ``alpha`` of a chunk's pairs.
+
+    Args:
+        pair_vectors: ``(m, d)`` unit rows, the embedded ``query ⊕ answer`` texts.
+        chunk_vector: ``(d,)`` unit vector of the chunk.
+        alpha: Fraction kept, in ``(0, 1]``.
+
+    Returns:
+        ``(kept, scores)``: indices of the kept pairs in their original order,
+        and every pair's cosine to the chunk.
+    """
+    scores = pair_vectors @ chunk_vector if len(pair_vectors) else np.zeros(0, np.float32)
+    n_keep = keep_count(len(scores), alpha)
+    # Stable: equal scores keep the earlier pair.
+    order = np.argsort(-scores, kind="stable")[:n_keep]
+    return np.sort(order), scores.astype(np.float32)
