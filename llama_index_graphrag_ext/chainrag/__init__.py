@@ -4,11 +4,13 @@
   semantic similarity (SS) and structural adjacency (SA) edges, built without an LLM.
 * :class:`SentenceGraphRetriever`: the index's LLM-free retriever (seeds, graph
   expansion, chunks ranked by their best sentences).
-* :class:`ChainRAGQueryEngine`: decomposition, progressive retrieval with
-  sub-question rewriting, answer or context integration.
+* :class:`ChainRAGQueryEngine`: decomposition (:mod:`.decompose`), progressive
+  retrieval (:mod:`.progressive`) with sub-question rewriting (:mod:`.rewriting`),
+  answer or context integration (:mod:`.integration`).
 """
 
-from .engine import ChainRAGQueryEngine, ChainStep
+from .chain import ChainStep
+from .engine import ChainRAGQueryEngine
 from .index import SentenceGraphIndex
 from .retriever import SentenceGraphRetriever, SentenceSearch
 from .sentence_graph import EDGE_KINDS, SentenceGraph, SentenceRecord

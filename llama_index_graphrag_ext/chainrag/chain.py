@@ -1,0 +1,100 @@
+"""The chain's record and the LLM calls its steps share (ChainRAG §3.2-§3.4).
+
+:class:`ChainStep` is one sub-question as the response reports it, filled in
+by the steps in turn: decomposition (§3.2, :mod:`.decompose`), rewriting
+(§3.3, :mod:`.rewriting`), retrieval with sufficiency checks and the
+sub-answer (§3.2, :mod:`.progressive`), integration (§3.4, :mod:`.integration`).
+
+:class:`ChainCalls` is what every LLM step needs from the engine: its prompts,
+its step ledger and the fallback rule. Replies are read as real models write
+them: reasoning blocks dropped, labels such as "Rewritten question:" stripped,
+"Based on the context, yes" read as yes, "I don't know" or "Not specified" read
+as unanswered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.prompts import BasePromptTemplate
+
+from ..core.llm import LLMCaller, LLMFallbackError, LLMSettings, LLMSteps, reason_of
+
+# Reply budgets (max_tokens) per step: what each reply needs, with room to spare.
+BUDGET = {
+    "decompose": 200,
+    "rewrite": 96,
+    "summary": 200,
+    "sufficiency": 32,
+    "subanswer": 96,
+    "final": 160,
+}
+
+
+@dataclass
+class ChainStep:
+    """One sub-question of the chain, as the response reports it.
+
+    Attributes:
+        original: The sub-question as decomposed.
+        question: The sub-question retrieved and answered (after rewriting).
+        action: ``none``, ``rewritten``, ``summary`` (an earlier one went
+            unanswered) or ``rewrite-failed``.
+        answer: The sub-answer.
+        answered: False when the answer says it could not answer.
+        hops: Graph expansions made; ``stopped`` says why they stopped.
+        stopped: ``sufficient``, ``budget``, ``exhausted`` or ``max_hops``.
+        sentences: The gathered sentences (text, score, role, hop, edges).
+        summary: The summary of unanswered earlier contexts, when one was made.
+    """
+
+    original: str
+    question: str
+    action: str = "none"
+    answer: str = ""
+    answered: bool = False
+    hops: int = 0
+    stopped: str = ""
+    sentences: list[dict[str, Any]] = field(default_factory=list)
+    summary: str = ""
+
+
+class ChainCalls:
+    """The engine's prompts, step ledger and fallback rule, as the steps use them.
+
+    Args:
+        prompts: The engine's prompts by name (shared: ``update_prompts`` reaches the steps).
+        llm_steps: The ledger of which LLM and tier each step used, and its fallbacks.
+        settings: The LLM call settings (``on_llm_failure`` decides fallback or error).
+    """
+
+    def __init__(
+        self,
+        prompts: dict[str, BasePromptTemplate],
+        llm_steps: LLMSteps,
+        settings: LLMSettings,
+    ) -> None:
+        self.prompts = prompts
+        self.llm_steps = llm_steps
+        self.settings = settings
+
+    def fell_back(self, step: str, exc: BaseException, notes: dict, what: str = "query") -> None:
+        """Count one fallback of ``step`` (raises with ``on_llm_failure="raise"``)."""
+        if isinstance(exc, LLMFallbackError):
+            raise exc
+        notes.setdefault("fallbacks", []).append(f"{step}: {reason_of(exc)}")
+        on_failure = self.settings.on_llm_failure
+        self.llm_steps.fell_back(step, [reason_of(exc)], what=what, on_failure=on_failure)
+
+    async def text(self, llm: LLMCaller, step: str, prompt: str) -> str:
+        """A short reply of ``step`` (reasoning dropped).
+
+        Answers and summaries still cut after the re-asks with more room are kept
+        (counted in the usage's ``truncated``); a cut sufficiency verdict is not.
+        """
+        free_text = step in ("subanswer", "final", "summary")
+        if free_text:
+            self.llm_steps.count("answer", 1)
+        reply = await llm.acomplete(prompt, max_tokens=BUDGET[step], allow_cut=free_text)
+        return reply.text

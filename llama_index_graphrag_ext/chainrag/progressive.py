@@ -1,0 +1,81 @@
+"""Progressive retrieval with sufficiency checks, and the sub-answer (ChainRAG §3.2).
+
+For one sub-question: seed sentences (top candidates by embedding, reranked),
+then expansions over the sentence graph, each followed by the LLM's verdict on
+whether the gathered sentences suffice; the search stops when they do, at the
+word budget (3,000 words in the paper, §4.1), when the graph has nothing left,
+or after ``max_hops``. The LLM then answers the sub-question from the
+sentences. The graph search itself is :class:`~.retriever.SentenceSearch`,
+shared with the LLM-free retriever.
+
+The graph search and the embedding run in worker threads, so the engine's
+``aquery`` never blocks its loop. An unreadable sufficiency reply counts as
+"not yet": the search goes on, as it does without an LLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from ..core.embeddings import embed_query
+from ..core.llm import LLMCaller, LLMOutputError, is_unanswered, parse_answer, parse_yes_no
+from .chain import ChainCalls, ChainStep
+from .retriever import SearchState, SentenceSearch, describe_sentence
+
+
+async def retrieve(
+    calls: ChainCalls,
+    llm: LLMCaller,
+    search: SentenceSearch,
+    embed_model: BaseEmbedding,
+    step: ChainStep,
+    notes: dict,
+    *,
+    max_hops: int,
+) -> SearchState:
+    """Seeds, then expansions each followed by the LLM's sufficiency check.
+
+    Sets ``step.stopped``, ``step.hops`` and ``step.sentences``; returns the search.
+    """
+    vector = await asyncio.to_thread(embed_query, embed_model, step.question)
+    state = await asyncio.to_thread(search.start, step.question, vector)
+    step.stopped = "max_hops"
+    for _ in range(max_hops):
+        if not await asyncio.to_thread(search.expand, state):
+            step.stopped = "budget" if state.budget_hit else "exhausted"
+            break
+        prompt = calls.prompts["sufficiency"].format(
+            context_str=state.context(), query_str=step.question
+        )
+        calls.llm_steps.count("sufficiency", 1)
+        try:
+            reply = await calls.text(llm, "sufficiency", prompt)
+            verdict = parse_yes_no(reply)
+            if verdict is None:
+                raise LLMOutputError("the sufficiency reply says neither yes nor no", reply)
+        except Exception as exc:  # counted; the search goes on, as without an LLM
+            calls.fell_back("sufficiency", exc, notes, what="check")
+            verdict = False
+        if verdict:
+            step.stopped = "sufficient"
+            break
+        if state.budget_hit:
+            step.stopped = "budget"
+            break
+    step.hops = state.hops
+    step.sentences = [describe_sentence(state.graph, g) for g in state.sentences()]
+    return state
+
+
+async def answer_subquestion(
+    calls: ChainCalls, llm: LLMCaller, step: ChainStep, state: SearchState
+) -> None:
+    """The sub-answer from the gathered sentences (and any summary of unanswered ones)."""
+    context = state.context()
+    if step.summary:
+        context = f"{context}\nEarlier findings: {step.summary}"
+    prompt = calls.prompts["subanswer"].format(context_str=context, query_str=step.question)
+    step.answer = parse_answer(await calls.text(llm, "subanswer", prompt))
+    step.answered = not is_unanswered(step.answer)
