@@ -7,19 +7,15 @@ Multi-Partite Graph and Query-Driven Iterative Retrieval*. See
 
 from __future__ import annotations
 
-from .extractor import (
-    ExtractionResult,
-    ExtractionRun,
-    KnowledgeUnit,
-    KnowledgeUnitExtractor,
-    UnitEntity,
-)
+from .extraction_run import ExtractionResult, ExtractionRun
+from .extractor import KnowledgeUnitExtractor
 from .index import MultiPartiteIndex
 from .prompts import CUE_ANSWER_PROMPT, QUERY_ENTITY_PROMPT, UNIT_EXTRACTION_PROMPT
 from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
 from .retriever import QIterRetriever
 from .scoring import EmbeddingScorer, QIterScorer, RerankerScorer
 from .selection import KnapsackResult, bleu_values, cosine_values, knapsack, token_budget
+from .units import KnowledgeUnit, UnitEntity
 from .view import Adjacency, CueGraphView
 
 __all__ = [

@@ -5,11 +5,18 @@ tokens, see :mod:`.selection`) are rewritten by an LLM into self-contained
 knowledge units; every other chunk is split into sentences, each one a unit.
 spaCy NER then finds the entities of every unit (Alg. 1, lines 12-14).
 
+| module | step |
+|---|---|
+| :mod:`.selection` | Alg. 2, Chunk-Selection: chunk values (BLEU, cos, random), the knapsack |
+| :mod:`.llm_units` | Alg. 1 line 8: the LLM's units (Fig. 7 prompt) |
+| :mod:`.units` | Alg. 1 lines 10-14: sentence units, NER, the unit and entity records |
+| :mod:`.extraction_run` | the units made a batch of chunks at a time, and the report |
+
+This module holds :class:`KnowledgeUnitExtractor`, which plans the LLM and runs
+the steps in order; it also re-exports the names that lived here before.
+
 ``alpha = 0`` is the fully LLM-free mode: no LLM object is created or needed.
-With ``alpha > 0`` the LLM is picked once by the suite's rule; a capable one is
-asked for :class:`Units` as structured output (JSON schema or a tool call where
-it supports them, else JSON in the reply read tolerantly, whatever wraps it).
-A reply cut by the length limit is never taken as complete. The embedded
+With ``alpha > 0`` the LLM is picked once by the suite's rule. The embedded
 SmolLM2 cannot write JSON, so with it the whole step runs LLM-free (a WARNING,
 and the step ledger says so); a chunk whose reply fails gets its sentences
 (counted, logged, or an error with ``on_llm_failure="raise"``).
@@ -17,10 +24,8 @@ and the step ledger says so); a chunk whose reply fails gets its sentences
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -34,7 +39,7 @@ from llama_index.core.schema import (
     TextNode,
     TransformComponent,
 )
-from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, field_validator
+from pydantic import Field, PrivateAttr, SerializeAsAny
 
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
@@ -47,15 +52,9 @@ from ..core.llm import (
     reason_of,
     run_sync,
 )
-from ..core.text import (
-    DEFAULT_ENTITY_LABELS,
-    Entity,
-    analyze_batch,
-    count_tokens,
-    extract_entities_batch,
-    load_spacy,
-    normalize_entity,
-)
+from ..core.text import DEFAULT_ENTITY_LABELS, count_tokens
+from .extraction_run import ExtractionResult, ExtractionRun
+from .llm_units import STEP, Units, allm_units  # noqa: F401 (Units re-exported: its old home)
 from .prompts import UNIT_EXTRACTION_PROMPT
 from .selection import (
     SELECTION_STRATEGIES,
@@ -66,100 +65,15 @@ from .selection import (
     random_values,
     token_budget,
 )
+from .units import (  # noqa: F401 (re-exported: the names' old home)
+    TITLE_LABEL,
+    KnowledgeUnit,
+    UnitEntity,
+    build_units,
+    unit_id,
+)
 
 logger = logging.getLogger(__name__)
-
-#: Label given to a chunk's title when it is linked to all of the chunk's units.
-TITLE_LABEL = "TITLE"
-
-
-@dataclass(frozen=True)
-class UnitEntity:
-    """An entity of a knowledge unit.
-
-    Attributes:
-        key: The normalised key entity nodes are merged under
-            (:func:`~llama_index_graphrag_ext.core.text.normalize_entity`).
-        name: The surface form as first seen.
-        label: The spaCy label (or ``TITLE``).
-    """
-
-    key: str
-    name: str
-    label: str
-
-
-@dataclass
-class KnowledgeUnit:
-    """One knowledge unit of a chunk.
-
-    Attributes:
-        text: The statement.
-        source: ``"llm"`` (extracted by the LLM) or ``"sentence"`` (a sentence of the chunk).
-        entities: Its entities, each key once.
-    """
-
-    text: str
-    source: str
-    entities: list[UnitEntity] = field(default_factory=list)
-
-    @property
-    def unit_id(self) -> str:
-        """Content-addressed id: the same statement is the same unit node in any chunk."""
-        return unit_id(self.text)
-
-
-def unit_id(text: str) -> str:
-    """The node id of a knowledge unit with this text."""
-    digest = hashlib.sha1(" ".join(text.split()).encode("utf-8", "surrogatepass")).hexdigest()
-    return f"unit:{digest[:20]}"
-
-
-@dataclass
-class ExtractionResult:
-    """What :meth:`KnowledgeUnitExtractor.extract` produced.
-
-    Attributes:
-        units: One list of units per input chunk, in input order.
-        selected: Indices of the chunks Chunk-Selection picked for the LLM.
-        stats: Counts for reports: chunks, tokens, budget, LLM chunks and
-            fallbacks, units, entities, LLM usage (``llm_total_tokens``).
-    """
-
-    units: list[list[KnowledgeUnit]]
-    selected: list[int]
-    stats: dict[str, Any]
-
-
-#: The LLM step's name in the step ledger.
-STEP = "knowledge-units"
-
-
-class Units(BaseModel):
-    """The knowledge units of one passage (Alg. 1, line 8): what the LLM is asked for."""
-
-    units: list[str] = Field(description="Short, self-contained statements, one fact each.")
-
-    @field_validator("units", mode="before")
-    @classmethod
-    def _statements(cls, value: Any) -> Any:
-        # Models sometimes write units as objects ({"unit": "..."}) or numbers.
-        if not isinstance(value, list):
-            return value
-        out = []
-        for item in value:
-            if isinstance(item, dict):
-                item = next((v for v in item.values() if isinstance(v, str)), "")
-            text = " ".join(str(item).split()) if isinstance(item, (str, int, float)) else ""
-            if text:
-                out.append(text)
-        return out
-
-
-def _has_units(found: Units) -> Units:
-    if not found.units:
-        raise ValueError("no knowledge units in the reply")
-    return found
 
 
 class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
@@ -313,20 +227,13 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         return int(1.6 * count_tokens(text)) + 96
 
     async def _allm_units(self, llm: LLM, texts: Sequence[str]) -> list[list[str] | Exception]:
-        caller = self.new_caller(llm, meter=self._meter)
-
-        async def one(text: str) -> list[str]:
-            found = await caller.astructured(
-                self._prompt.format(passage=text),
-                Units,
-                max_tokens=self.reply_budget(text),
-                repair_attempts=self.repair_attempts,
-                check=_has_units,
-            )
-            return found.units
-
-        return await caller.amap(
-            list(texts), one, show_progress=self.show_progress, desc="Knowledge units"
+        return await allm_units(
+            self.new_caller(llm, meter=self._meter),
+            self._prompt,
+            texts,
+            reply_budget=self.reply_budget,
+            repair_attempts=self.repair_attempts,
+            show_progress=self.show_progress,
         )
 
     def extract(self, nodes: Sequence[BaseNode]) -> ExtractionResult:
@@ -379,31 +286,16 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     def _build_units(
         self, nodes: Sequence[BaseNode], texts: Sequence[str], llm_units: dict[int, list[str]]
     ) -> list[list[KnowledgeUnit]]:
-        nlp = load_spacy(self.spacy_model)
-        labels = None if self.entity_labels is None else set(self.entity_labels)
-        out: list[list[KnowledgeUnit]] = [[] for _ in texts]
-        # NLP path (Alg. 1, line 10): sentences and their entities in one spaCy pass.
-        sentence_idx = [i for i in range(len(texts)) if i not in llm_units]
-        analyses = analyze_batch([texts[i] for i in sentence_idx], nlp, labels=labels)
-        for i, analysis in zip(sentence_idx, analyses, strict=True):
-            for sent, ents in zip(analysis.sentences, analysis.sentence_entities, strict=True):
-                out[i].append(KnowledgeUnit(" ".join(sent.split()), "sentence", _entities(ents)))
-        # LLM path (Alg. 1, line 8), then NER on every unit (line 13).
-        flat = [(i, u) for i, units in llm_units.items() for u in units]
-        ents_batch = extract_entities_batch([u for _, u in flat], nlp, labels=labels)
-        for (i, text), ents in zip(flat, ents_batch, strict=True):
-            out[i].append(KnowledgeUnit(text, "llm", _entities(ents)))
-        for i, node in enumerate(nodes):
-            units = [u for u in out[i] if len(u.text) >= self.min_unit_chars]
-            units = list({u.unit_id: u for u in units}.values())  # one node per statement
-            title = str(node.metadata.get(self.title_key) or "").strip()
-            key = normalize_entity(title) if self.title_entity and title else ""
-            if key:
-                for u in units:
-                    if all(e.key != key for e in u.entities):
-                        u.entities.append(UnitEntity(key, title, TITLE_LABEL))
-            out[i] = units
-        return out
+        return build_units(
+            nodes,
+            texts,
+            llm_units,
+            spacy_model=self.spacy_model,
+            entity_labels=self.entity_labels,
+            min_unit_chars=self.min_unit_chars,
+            title_entity=self.title_entity,
+            title_key=self.title_key,
+        )
 
     # ------------------------------------------------------ TransformComponent
 
@@ -427,80 +319,3 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
                 unit.relationships[NodeRelationship.SOURCE] = node.as_related_node_info()
                 out.append(unit)
         return out
-
-
-class ExtractionRun:
-    """An extraction under way: chunks chosen and LLM units written, the rest still to make.
-
-    :meth:`batches` makes the units (sentences, NER, title entities) of
-    consecutive batches of chunks. A caller that keeps only a compact result of
-    each batch holds one batch's spaCy analyses and unit objects at a time
-    instead of the whole corpus's, which matters for memory beyond their own
-    size: long-lived strings made among a large set of temporaries keep the
-    temporaries' memory resident after they die (``docs/scaling.md``, "Memory").
-    Building the index in batches of 256 chunks instead of one took its retained
-    memory at 4,000 chunks from 117 to 98 MB (free pymalloc memory held by
-    arenas: 31 to 13 MB). The units do not depend on the batch size.
-
-    Made by :meth:`KnowledgeUnitExtractor.start`.
-    """
-
-    def __init__(
-        self,
-        extractor: KnowledgeUnitExtractor,
-        nodes: Sequence[BaseNode],
-        texts: list[str],
-        selected: list[int],
-        llm_units: dict[int, list[str]],
-        stats: dict[str, Any],
-        meter_before: dict[str, Any],
-    ) -> None:
-        self._extractor = extractor
-        self._nodes = nodes
-        self._texts = texts
-        self._llm_units = llm_units
-        self._stats = stats
-        self._meter_before = meter_before
-        self._units = self._units_llm = 0
-        self.selected = selected
-
-    def batches(self, size: int) -> Iterator[tuple[int, list[list[KnowledgeUnit]]]]:
-        """``(start, units)`` for each batch of ``size`` chunks, ``units[i]`` being chunk ``start + i``'s."""
-        if size <= 0:
-            raise ValueError(f"batch size must be positive, got {size}")
-        for start in range(0, len(self._nodes), size):
-            end = min(start + size, len(self._nodes))
-            llm_units = {
-                i - start: units for i, units in self._llm_units.items() if start <= i < end
-            }
-            batch = self._extractor._build_units(
-                self._nodes[start:end], self._texts[start:end], llm_units
-            )
-            self._units += sum(len(u) for u in batch)
-            self._units_llm += sum(len(batch[i]) for i in llm_units)
-            yield start, batch
-
-    def stats(self) -> dict[str, Any]:
-        """The report of :attr:`ExtractionResult.stats` (unit counts: of the batches made so far)."""
-        after = self._extractor.usage.snapshot()
-        spent = {k: after[k] - self._meter_before[k] for k in after}
-        return {
-            **self._stats,
-            "units": self._units,
-            "units_llm": self._units_llm,
-            "llm_calls": spent["calls"],
-            "llm_cache_hits": spent["cache_hits"],
-            "llm_prompt_tokens": spent["prompt_tokens"],
-            "llm_completion_tokens": spent["completion_tokens"],
-            "llm_total_tokens": spent["total_tokens"],
-            "llm_parse_failures": spent["parse_failures"],
-        }
-
-
-def _entities(ents: Sequence[Entity]) -> list[UnitEntity]:
-    seen: dict[str, UnitEntity] = {}
-    for e in ents:
-        key = normalize_entity(e.text)
-        if key and key not in seen:
-            seen[key] = UnitEntity(key, e.text.strip(), e.label)
-    return list(seen.values())

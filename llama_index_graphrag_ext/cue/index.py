@@ -34,9 +34,9 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
 from ..core.vectors import InMemoryVectorTable
-from .extractor import STEP as UNIT_STEP
 from .extractor import KnowledgeUnitExtractor
 from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
+from .llm_units import STEP as UNIT_STEP
 from .view import CueGraphView, view_from_pairs
 
 logger = logging.getLogger(__name__)

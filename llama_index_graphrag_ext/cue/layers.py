@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.arrays import StringTable
 from ..core.graph import TypedGraph
-from .extractor import KnowledgeUnit, unit_id
+from .units import KnowledgeUnit, unit_id
 from .view import entity_id, entity_key
 
 CHUNK, UNIT, ENTITY = "chunk", "unit", "entity"
