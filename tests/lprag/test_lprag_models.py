@@ -1,4 +1,5 @@
-"""Link predictors: a planted link structure, determinism, exact inductive scoring."""
+"""Link predictors: a planted link structure, determinism, exact inductive scoring,
+and agreement with torch-geometric's stock layers on the whole graph."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from llama_index_graphrag_ext.core.embeddings import knn_graph, mutual_knn_edges
 from llama_index_graphrag_ext.lprag import (
     PREDICTORS,
     LinkGraph,
+    LinkPredictor,
     LinkScorer,
     TrainConfig,
     train_link_predictor,
 )
-from llama_index_graphrag_ext.lprag.models import ChunkStructure, _tensors, pair_logits
+from llama_index_graphrag_ext.lprag.predictor import common_neighbor_sum, pair_logits
 
 
 def planted(seed: int = 0) -> LinkGraph:
@@ -77,43 +79,165 @@ def test_training_is_deterministic_under_a_seed():
 def test_inductive_scoring_matches_the_training_computation(predictor):
     data = planted()
     model, _ = train_link_predictor(data, TrainConfig(predictor=predictor, **{**FAST, "epochs": 5}))
-    structure = ChunkStructure(data.num_chunks, data.edge_rows, data.edge_cols, data.edge_weights)
+    structure = data.structure()
     scorer = LinkScorer(model, data.z_chunks, structure)
     q = 7
     new = scorer.logits(data.z_queries[q], data.query_neighbors[q], data.query_weights[q])
     with torch.no_grad():
         ref = pair_logits(
-            model, _tensors(data), structure, data.query_neighbors,
-            np.full(data.num_chunks, q), np.arange(data.num_chunks),
-        ).numpy()  # fmt: skip
+            model,
+            data.tensors(),
+            structure,
+            np.full(data.num_chunks, q),
+            np.arange(data.num_chunks),
+        ).numpy()
     np.testing.assert_allclose(new, ref, rtol=1e-5, atol=1e-5)
+    rows = np.array([3, 40, 41, 88])
+    part = scorer.logits(data.z_queries[q], data.query_neighbors[q], data.query_weights[q], rows)
+    np.testing.assert_allclose(part, new[rows], rtol=1e-6, atol=1e-6)
 
 
-def test_gcn_query_state_equals_a_full_graph_gcn_by_hand():
-    """One GCN layer on the chunk graph plus one query node that only receives messages."""
+def _with_query(data: LinkGraph, q: int):
+    """Edges of the chunk graph (both ways) plus query node ``n`` receiving from its chunks."""
+    n = data.num_chunks
+    w = np.clip(data.edge_weights, 1e-3, None)
+    nb = data.query_neighbors[q]
+    src = np.concatenate([data.edge_rows, data.edge_cols, nb])
+    dst = np.concatenate([data.edge_cols, data.edge_rows, np.full(len(nb), n)])
+    weight = np.concatenate([w, w, data.query_weights[q]]).astype(np.float32)
+    x = torch.from_numpy(np.vstack([data.z_chunks, data.z_queries[q]]))
+    return x, torch.from_numpy(np.stack([src, dst])), torch.from_numpy(weight)
+
+
+def _inductive_states(model, data: LinkGraph, q: int):
+    structure = data.structure()
+    t = data.tensors()
+    with torch.no_grad():
+        states = model.chunk_states(t["z_chunks"], structure)
+        h_q = model.query_states(
+            t["z_queries"][q : q + 1], t["query_neighbors"][q : q + 1],
+            t["query_weights"][q : q + 1], states, structure,
+        )  # fmt: skip
+    return states[-1], h_q[0]
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_gcn_states_equal_stock_gcnconv_on_the_whole_graph(layers):
+    """The chunk graph plus one query node that only receives messages, run through
+    torch-geometric's GCNConv with its own normalisation (self loops, edge weights)."""
+    from torch_geometric.nn import GCNConv
+
     data = planted()
-    model, _ = train_link_predictor(data, TrainConfig(predictor="gcn", **{**FAST, "epochs": 3}))
-    n, q = data.num_chunks, 3
-    adj = np.zeros((n + 1, n + 1), np.float32)
-    adj[data.edge_rows, data.edge_cols] = np.clip(data.edge_weights, 1e-3, None)
-    adj[data.edge_cols, data.edge_rows] = np.clip(data.edge_weights, 1e-3, None)
-    adj[n, data.query_neighbors[q]] = 1.0  # row = target: the query receives
-    adj += np.eye(n + 1, dtype=np.float32)
-    deg = adj.sum(1)
-    norm = adj / np.sqrt(deg[:, None] * deg[None, :])
-    x = np.vstack([data.z_chunks, data.z_queries[q]])
-    lin = model.lin[0]
-    full = (norm @ x) @ lin.weight.detach().numpy().T + lin.bias.detach().numpy()
-    structure = ChunkStructure(n, data.edge_rows, data.edge_cols, data.edge_weights)
-    states = model.chunk_states(torch.from_numpy(data.z_chunks), structure)
-    h_q = model.query_states(
-        torch.from_numpy(data.z_queries[q : q + 1]),
-        torch.from_numpy(data.query_neighbors[q : q + 1]),
-        torch.from_numpy(data.query_weights[q : q + 1]),
-        states, structure,
-    )  # fmt: skip
-    np.testing.assert_allclose(states[-1].detach().numpy(), full[:n], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(h_q.detach().numpy()[0], full[n], rtol=1e-4, atol=1e-5)
+    torch.manual_seed(1)
+    model = LinkPredictor("gcn", data.z_chunks.shape[1], hidden=16, layers=layers)
+    q, n = 3, data.num_chunks
+    x, edge_index, weight = _with_query(data, q)
+    for i, conv in enumerate(model.convs):
+        stock = GCNConv(conv.in_channels, conv.out_channels)  # normalize, add_self_loops
+        stock.load_state_dict(conv.state_dict())
+        with torch.no_grad():
+            x = stock(x, edge_index, weight)
+        x = torch.relu(x) if i < layers - 1 else x
+    chunks, query = _inductive_states(model, data, q)
+    torch.testing.assert_close(chunks, x[:n], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(query, x[n], rtol=1e-4, atol=1e-5)
+
+
+def test_sage_with_equal_weights_is_stock_sageconv():
+    """The weighted GraphSAGE layer reduces to SAGEConv's mean when weights are equal."""
+    from torch_geometric.nn import SAGEConv
+
+    data = planted()
+    data.edge_weights = np.full(len(data.edge_weights), 0.5, np.float32)
+    data.query_weights = np.full(data.query_weights.shape, 0.5, np.float32)
+    torch.manual_seed(1)
+    model = LinkPredictor("sage", data.z_chunks.shape[1], hidden=16, layers=1)
+    conv = model.convs[0]
+    stock = SAGEConv(conv.in_channels, conv.out_channels, aggr="mean")
+    stock.lin_l.load_state_dict(conv.lin_rel.state_dict())
+    stock.lin_r.load_state_dict(conv.lin_root.state_dict())
+    q, n = 5, data.num_chunks
+    x, edge_index, _ = _with_query(data, q)
+    with torch.no_grad():
+        ref = stock(x, edge_index)
+    chunks, query = _inductive_states(model, data, q)
+    torch.testing.assert_close(chunks, ref[:n], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(query, ref[n], rtol=1e-4, atol=1e-5)
+
+
+def test_common_neighbors_are_the_intersection_of_neighbour_sets():
+    data = planted()
+    structure = data.structure()
+    adjacent = {i: set() for i in range(data.num_chunks)}
+    for a, b in zip(data.edge_rows, data.edge_cols, strict=True):
+        adjacent[int(a)].add(int(b))
+        adjacent[int(b)].add(int(a))
+    rng = np.random.default_rng(0)
+    pq = rng.integers(0, data.num_queries, 400)
+    pc = rng.integers(0, data.num_chunks, 400)
+    h = torch.randn(data.num_chunks, 8, generator=torch.Generator().manual_seed(0))
+    got = common_neighbor_sum(
+        torch.from_numpy(data.query_neighbors[pq]), torch.from_numpy(pc), h, structure
+    )
+    shared = 0
+    for row, (q, c) in enumerate(zip(pq, pc, strict=True)):
+        common = sorted(set(data.query_neighbors[q].tolist()) & adjacent[int(c)])
+        shared += bool(common)
+        want = h[common].sum(0) if common else torch.zeros(8)
+        torch.testing.assert_close(got[row], want, rtol=1e-5, atol=1e-6)
+    assert shared > 20  # the planted graph has common neighbours to find
+
+
+@pytest.mark.parametrize("predictor", PREDICTORS)
+def test_a_seed_draws_the_layers_as_nn_linear_does(predictor):
+    """Seeded initialisation does not depend on torch-geometric's own initialisers."""
+    torch.manual_seed(4)
+    model = LinkPredictor(predictor, 12, hidden=8, layers=2)
+    torch.manual_seed(4)
+    roots = [torch.nn.Linear(12, 8), torch.nn.Linear(8, 8)]
+    if predictor == "sage":  # then GraphSAGE's neighbour matrices
+        neighbours = [torch.nn.Linear(12, 8, bias=False), torch.nn.Linear(8, 8, bias=False)]
+    first = torch.nn.Linear(16 if predictor == "ncn" else 8, 8)
+    state = model.state_dict()
+    for i, conv in enumerate(model.convs):
+        if predictor in ("gcn", "ncn"):
+            weight, bias = conv.lin.weight, conv.bias
+        elif predictor == "sage":
+            weight, bias = conv.lin_root.weight, conv.lin_rel.bias
+            assert torch.equal(conv.lin_rel.weight, neighbours[i].weight)
+        else:
+            weight, bias = conv.weight, conv.bias
+        assert torch.equal(weight, roots[i].weight) and torch.equal(bias, roots[i].bias)
+    assert torch.equal(state["decoder.0.weight"], first.weight)
+
+
+@pytest.mark.parametrize("predictor", PREDICTORS)
+def test_weights_saved_by_the_hand_written_layers_still_load(predictor):
+    """Indexes persisted before torch-geometric named the layers ``lin.i`` / ``lin_neigh.i``."""
+    legacy = {
+        "gcn": {"convs.{i}.lin.weight": "lin.{i}.weight", "convs.{i}.bias": "lin.{i}.bias"},
+        "sage": {
+            "convs.{i}.lin_root.weight": "lin.{i}.weight",
+            "convs.{i}.lin_rel.bias": "lin.{i}.bias",
+            "convs.{i}.lin_rel.weight": "lin_neigh.{i}.weight",
+        },
+        "mlp": {"convs.{i}.weight": "lin.{i}.weight", "convs.{i}.bias": "lin.{i}.bias"},
+    }[predictor if predictor != "ncn" else "gcn"]
+    torch.manual_seed(0)
+    saved = LinkPredictor(predictor, 12, hidden=8, layers=2)
+    state = {}
+    for key, value in saved.state_dict().items():
+        for i in range(2):
+            for new, old in legacy.items():
+                if key == new.format(i=i):
+                    key = old.format(i=i)
+        state[key] = value
+    assert any(k.startswith("lin.") for k in state) and not any("convs" in k for k in state)
+    loaded = LinkPredictor(predictor, 12, hidden=8, layers=2)
+    loaded.load_state_dict(state)
+    for key, value in saved.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert loaded.lin[0].in_features == 12  # what the index's persisted metadata reads
 
 
 def test_bad_settings_are_rejected():
@@ -129,16 +253,15 @@ def test_bad_settings_are_rejected():
 
 
 def _grads_after_step(model, data, pair_batch):
-    from llama_index_graphrag_ext.lprag.models import _bce_step, _Scoring
+    from llama_index_graphrag_ext.lprag.training import _bce_step, _Scoring
 
     rng = np.random.default_rng(3)
     tq = data.pos_query
     neg_q = np.repeat(tq, 2)
     pq = np.concatenate([tq, neg_q])
     pc = np.concatenate([data.pos_chunk, rng.integers(0, data.num_chunks, len(neg_q))])
-    structure = ChunkStructure(data.num_chunks, data.edge_rows, data.edge_cols, data.edge_weights)
     model.zero_grad(set_to_none=True)
-    scoring = _Scoring(model, _tensors(data), structure, data.query_neighbors)
+    scoring = _Scoring(model, data.tensors(), data.structure())
     loss = _bce_step(scoring, pq, pc, len(tq), pair_batch)
     return loss, {k: p.grad.clone() for k, p in model.named_parameters()}
 
@@ -147,8 +270,6 @@ def _grads_after_step(model, data, pair_batch):
 @pytest.mark.parametrize("layers", [1, 2])
 def test_a_sliced_epoch_has_the_full_batch_loss_and_gradient(predictor, layers):
     """Large graphs sum the epoch's gradient over slices of pairs: same update, less memory."""
-    from llama_index_graphrag_ext.lprag import LinkPredictor
-
     data = planted()
     torch.manual_seed(0)
     model = LinkPredictor(predictor, data.z_chunks.shape[1], hidden=16, layers=layers)
