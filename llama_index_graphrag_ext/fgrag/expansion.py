@@ -8,13 +8,19 @@ paper's Eqs. 6-7 and the two BFS passes for each query entity:
    query, its names joined in one string as in the authors' code (Eq. 7);
 3. breadth-first search from ``E_w`` and then from ``E_s``, each pass adding at
    most ``description_budget`` new descriptions (the authors' 75 + 75);
-4. the union, in visit order (the authors' ``set()`` loses order; this keeps
-   it, and the BFS is deterministic where theirs samples at random).
+4. the union, deduplicated by text, in visit order (the authors' ``set()``
+   over the gathered strings loses order; this keeps it, and the BFS is
+   deterministic where theirs samples at random).
 
-Descriptions are deduplicated by text: in a co-occurrence graph one sentence is
-the description of every entity it names and of every relation between them,
-and counting it once per owner filled the budget with copies (150 gathered
-held 12 distinct sentences in one probe).
+As in the authors' code, the budget counts what each owner (entity, or pair of
+related entities) gives, and the text is deduplicated afterwards: in a
+co-occurrence graph one sentence describes every entity it names and every
+relation between them (150 gathered held 12 distinct sentences in one probe),
+and the summaries get each once (``Expansion.descriptions``). Every gathered
+``(owner, text)`` is kept as a hit (``Expansion.hits``): the LLM-free chunk
+ranking counts them, so a chunk that many owners lead to ranks higher.
+Spending the budget on distinct texts instead walks much further per query
+and ranked worse (see ``docs/scaling.md``).
 
 Where the relations come from is a :class:`Neighbours` source: the graph's own
 adjacency arrays in memory, or a property graph store read hop by hop
@@ -66,7 +72,9 @@ class Expansion:
         query_entity: The query entity.
         weak: ``(entity, score)`` of ``E_w``, best first.
         strong: ``(entity, score)`` of ``E_s``, best first.
-        descriptions: Distinct descriptions, weak pass first, in visit order.
+        descriptions: Distinct descriptions (by text), weak pass first, in visit order.
+        hits: Every ``(owner, text)`` description gathered, in visit order (the
+            chunk ranking's evidence).
         visited: Entities whose descriptions or edges were read.
     """
 
@@ -74,6 +82,7 @@ class Expansion:
     weak: list[tuple[str, float]] = field(default_factory=list)
     strong: list[tuple[str, float]] = field(default_factory=list)
     descriptions: list[Description] = field(default_factory=list)
+    hits: list[Description] = field(default_factory=list)
     visited: list[str] = field(default_factory=list)
 
     def as_evidence(self) -> dict[str, Any]:
@@ -117,7 +126,7 @@ def bfs(
     neighbours: Neighbours,
     seeds: Sequence[tuple[int, float]],
     budget: int,
-    taken: set[int],
+    taken: set[tuple[int, ...]],
     context: str,
     query_scores: Any,
     *,
@@ -138,7 +147,8 @@ def bfs(
         neighbours: Where relations are read.
         seeds: ``(entity row, similarity)`` pairs.
         budget: New descriptions this pass may add (the authors' 75).
-        taken: Text ids of descriptions already gathered; updated in place.
+        taken: Keys ``(owner, text id)`` of descriptions already gathered;
+            updated in place (an owner is an entity row, or a relation's two rows).
         context: ``"weak"`` or ``"strong"``, recorded on each description.
         query_scores: The query entity's similarity to entities, as
             ``query_scores[rows]`` (orders neighbours; :attr:`Hits.cosines`).
@@ -165,15 +175,15 @@ def bfs(
     queue: deque[tuple[int, int, float]] = deque((i, 0, s) for i, s in seeds)
     fetched_depth = -1
 
-    def take(lo: int, hi: int, texts, srcs, kind: str, owner, depth, score, limit) -> int:
-        """Add the untaken texts of one entity or relation (``owner()`` names it, when needed)."""
+    def take(lo: int, hi: int, texts, srcs, kind: str, key, owner, depth, score, limit) -> int:
+        """Add one owner's untaken texts (``owner()`` names it, when one is added)."""
         added = 0
         for t, c in zip(texts[lo:hi].tolist(), srcs[lo:hi].tolist(), strict=True):
             if len(out) >= budget or (limit is not None and added >= limit):
                 break
-            if t in taken:
+            if (*key, t) in taken:
                 continue
-            taken.add(t)
+            taken.add((*key, t))
             chunk = strings[c] if c != NO_SOURCE else ""
             out.append(Description(strings[t], kind, owner(), chunk, depth, score, context))
             added += 1
@@ -186,7 +196,7 @@ def bfs(
             fetched_depth = depth
         visited.append(i)
         take(
-            int(ent_ptr[i]), int(ent_ptr[i + 1]), ent_text, ent_src, "entity",
+            int(ent_ptr[i]), int(ent_ptr[i + 1]), ent_text, ent_src, "entity", (i,),
             lambda i=i: graph.name(i), depth, score, per_entity,
         )  # fmt: skip
         if len(out) >= budget:
@@ -204,7 +214,8 @@ def bfs(
                 return f"{graph.name(rel_ends[r, 0])} -> {graph.name(rel_ends[r, 1])}"
 
             lo, hi = int(rel_ptr[r]), int(rel_ptr[r + 1])
-            if take(lo, hi, rel_text, rel_src, "relation", owner, depth, score, None):
+            key = (-1, int(rel_ends[r, 0]), int(rel_ends[r, 1]))  # "a -> b", any label
+            if take(lo, hi, rel_text, rel_src, "relation", key, owner, depth, score, None):
                 taken_rel += 1
             if j not in seen and (max_depth is None or depth < max_depth):
                 seen.add(j)
@@ -270,7 +281,7 @@ def expand_many(
         for k, hits in zip(asking, strong, strict=True):
             strong_sets[k] = pairs(hits)
     for k, result in enumerate(results):
-        taken: set[int] = set()
+        taken: set[tuple[int, ...]] = set()
         passes = [("weak", weak_sets[k])]
         result.weak = [(graph.name(i), s) for i, s in weak_sets[k]]
         if k in asking:
@@ -288,6 +299,11 @@ def expand_many(
                 per_entity=per_entity,
                 max_depth=max_depth,
             )
-            result.descriptions.extend(found)
+            result.hits.extend(found)
             result.visited.extend(graph.name(i) for i in visited)
+        texts: set[str] = set()
+        for d in result.hits:  # the authors' set() over the gathered texts, in order
+            if d.text not in texts:
+                texts.add(d.text)
+                result.descriptions.append(d)
     return results

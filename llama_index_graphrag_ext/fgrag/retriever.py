@@ -181,7 +181,7 @@ class FGRAGRetriever(BaseRetriever):
         scores: dict[str, float] = defaultdict(float)
         why: dict[str, dict[str, Any]] = {}
         for exp in expansions:
-            for d in exp.descriptions:
+            for d in exp.hits:  # every (owner, text) gathered: many owners, more evidence
                 if not d.chunk_id:
                     continue  # a description whose chunk the extractor did not say
                 scores[d.chunk_id] += max(d.seed_score, 0.0) * 0.5**d.depth

@@ -139,7 +139,9 @@ def test_a_sentence_shared_by_entities_and_relations_is_gathered_once() -> None:
     )
     g = builder.finish(by_name)[0]
     exp = expand(g, unit(1, 0, 0), unit(0, 1, 0), top_n=3, strong_top_n=3)
-    assert [d.text for d in exp.descriptions] == [sentence]
+    assert [d.text for d in exp.descriptions] == [sentence]  # what the summary reads
+    # every owner's copy stays a hit: the chunk ranking's evidence, as the budget counts them
+    assert len(exp.hits) == 5 and {d.owner for d in exp.hits} >= {"a", "b", "c", "a -> b"}
 
 
 def test_store_neighbours_walk_like_the_in_memory_arrays() -> None:

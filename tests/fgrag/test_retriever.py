@@ -38,12 +38,12 @@ def test_query_entities_capped_plus_query(index: FGRAGIndex) -> None:
 
 
 def test_retrieve_returns_original_chunks_with_evidence(index: FGRAGIndex) -> None:
-    results = index.as_retriever(similarity_top_k=2).retrieve("Sorbonne physics")
+    results = index.as_retriever(similarity_top_k=2).retrieve("Pierre Curie Sorbonne")
     assert results and len(results) <= 2
     assert results[0].node.ref_doc_id == "sorbonne"
     evidence = results[0].node.metadata[EVIDENCE_KEY]
     assert evidence["method"] == "fgrag"
-    assert "Sorbonne physics" in evidence["query_entities"]
+    assert "Pierre Curie Sorbonne" in evidence["query_entities"]
     assert evidence["descriptions"] and "weak_context" in next(iter(evidence["expansion"].values()))
     assert EVIDENCE_KEY in results[0].node.excluded_llm_metadata_keys
     scores = [r.score for r in results]
