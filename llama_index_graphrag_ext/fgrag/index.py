@@ -253,7 +253,8 @@ class FGRAGIndex(GraphIndexBase):
         if self.vector_store is None and store is not None and self._store_vector_search:
             search: RowSearcher = StoreSearch(store, graph)
         else:
-            search = self.searcher("entities", graph, graph.names, graph.vectors)
+            # the ids as a function: only a store-backed search reads them
+            search = self.searcher("entities", graph, lambda: graph.names, graph.vectors)
         if store is not None:
             neighbours: Neighbours = StoreNeighbours(store, graph, self._hop_reader)
         else:
