@@ -1,30 +1,19 @@
 """The base class of the suite's indexes: a LlamaIndex ``BaseIndex`` with graph-method plumbing.
 
-A method's index subclasses :class:`GraphIndexBase` and implements four hooks:
+A method's index subclasses :class:`GraphIndexBase` and implements the hooks
+``_add_chunks(nodes)``, ``_remove_chunks(ids)``, ``_persist_state(folder)`` and
+``_load_state(folder, manifest)``, and, when its retrievers search vectors,
+``_searchable()`` (name -> ids and matrix). Retrievers search those through
+:meth:`GraphIndexBase.searcher`: in memory, or in the ``vector_store=`` the
+index mirrors them into; both answer alike.
 
-* ``_add_chunks(nodes)``: add new chunk nodes to the method's structures;
-* ``_remove_chunks(ids)``: take chunks out again;
-* ``_persist_state(folder)`` / ``_load_state(folder, manifest)``: its own files.
-
-and, when its retrievers search vectors, ``_searchable()``: the in-memory
-tables they search first (name -> ids and matrix). Retrievers search them
-through :meth:`GraphIndexBase.searcher`: in memory by default, or, with
-``vector_store=``, in that LlamaIndex vector store, which the index mirrors the
-tables into after every change. Both searchers answer alike, so a retriever
-never asks which one it has.
-
-Everything else is shared: ``from_documents`` (with input hygiene),
-``insert`` / ``insert_nodes`` / ``delete_ref_doc`` through LlamaIndex's docstore
-bookkeeping (their async twins run in a worker thread, off the caller's event
+Everything else is shared: ``from_documents`` (with input hygiene), insert and
+delete on LlamaIndex's docstore bookkeeping (async twins off the caller's
 loop), atomic versioned ``persist`` and ``load``, the LLM picked once by the
-suite's rule (:mod:`.llm.resolve`) with a step ledger (``llm_steps``) persisted
-in the manifest, ``as_query_engine``, and a lock that serialises writers while
-readers run on consistent snapshots.
-
-LlamaIndex's ``load_index_from_storage`` cannot rebuild a suite index (its
-state lives in files of its own): the index struct the suite stores is tagged
-with the index's class, and that loader raises an error naming
-``Class.load(dir)`` instead of returning a ``SummaryIndex`` silently.
+suite's rule with a persisted step ledger (``llm_steps``), ``as_query_engine``,
+and a lock that serialises writers while readers use consistent snapshots.
+LlamaIndex's ``load_index_from_storage`` raises an error naming
+``Class.load(dir)`` for a suite index instead of returning a ``SummaryIndex``.
 """
 
 from __future__ import annotations
