@@ -1,13 +1,16 @@
 """``ChunkQueryLinkIndex``: chunks, synthetic queries and a trained link predictor (LP-RAG §3.2-3.4).
 
-Building the index runs the paper's pipeline on chunk nodes:
+Building the index runs the paper's pipeline on chunk nodes, one step per module:
 
-1. embed the chunks (§3.3 node features; the configured embedder);
-2. join them by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
-3. sample one batch per chunk and write ``n_B = 2`` queries per batch, with the
-   LLM (§3.2) or, LLM-free, as pseudo-queries (see :mod:`.queries`); each query
-   is linked to every chunk of its batch;
-4. train the link predictor on those links (§3.4, :mod:`.models`).
+| step | paper | module |
+|---|---|---|
+| embed the chunks (the configured embedder) | §3.3 node features | here |
+| join them by mutual kNN with cosine weights (``k = 5``) | §3.3, Eqs. 4-5 | :mod:`.chunk_graph` |
+| sample one batch per chunk and write ``n_B = 2`` queries per batch, with the LLM or, LLM-free, as pseudo-queries; each query linked to every chunk of its batch | §3.2, Eq. 3; App. A.2 | :mod:`.query_nodes` |
+| train the link predictor on those links | §3.4 | :mod:`.chunk_graph` (training graph), :mod:`.training` |
+| score a new query node's links | §3.4 inference | :mod:`.retriever` |
+
+The built state is written and read by :mod:`.persistence`.
 
 Inserting chunks later (``insert_nodes``) follows ``update_policy``:
 ``"finetune"`` (default) re-samples batches and writes queries for the new
@@ -27,17 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..core.embeddings import embed_texts, knn_graph, mutual_knn_edges
+from ..core.embeddings import embed_texts
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.llm import LLMSettings, UsageMeter
-from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.vectors import InMemoryVectorTable
-from .bridges import bridge_edges, bridge_queries, title_mentions, union_edges
-from .chunker import new_rule_sentencizer
+from .chunk_graph import add_bridges, link_graph, no_edges, similarity_edges, typed_graph
 from .models import (
     PREDICTORS,
     ChunkStructure,
@@ -48,27 +48,23 @@ from .models import (
     TrainReport,
     train_link_predictor,
 )
+from .persistence import MODEL_FILE, STATE_FILE, LinkIndexState, read_state, write_state
 from .prompts import LP_ANSWER_PROMPT
-from .queries import (
-    ChunkSentences,
-    SyntheticQueryGenerator,
-    chunk_sentences,
-    neighbor_lists,
-    pseudo_queries,
-    sample_batches,
-)
-from .query_table import ORIGINS, QueryTable, QueryTableBuilder
+from .query_nodes import QUERY_SOURCES, QUERY_STEP, QueryNodeWriter
+from .query_table import QueryTable
+
+__all__ = [
+    "MODEL_FILE",
+    "QUERY_SOURCES",
+    "QUERY_STEP",
+    "STATE_FILE",
+    "UPDATE_POLICIES",
+    "ChunkQueryLinkIndex",
+]
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = "link_predictor.pt"
-STATE_FILE = "lprag_state.json"
-QUERY_SOURCES = ("auto", "llm", "pseudo")
-#: The LLM step's name in the step ledger.
-QUERY_STEP = "synthetic-queries"
 UPDATE_POLICIES = ("finetune", "retrain", "none")
-#: Batches whose queries are made at a time (see ``_write_queries``).
-_QUERY_BLOCK = 512
 
 
 @dataclass(frozen=True)
@@ -202,7 +198,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             links_per_epoch=links_per_epoch,
         )
         self._chunks = InMemoryVectorTable()
-        self._edges = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+        self._edges = no_edges()
         self._queries = QueryTable.empty()
         self._model: LinkPredictor | None = None
         self._snapshot: _Snapshot | None = None
@@ -303,16 +299,13 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         With ``bridges`` on, title-mention edges join it (see :mod:`.bridges`).
         """
         matrix = self._chunks.matrix
-        idx, sims = knn_graph(matrix, int(self._settings["k"]))
-        self._edges = mutual_knn_edges(idx, sims)
+        self._edges = similarity_edges(matrix, int(self._settings["k"]))
         self._mentions = []
         if self._settings["bridges"] and len(matrix):
             titles, texts = self._titles_and_texts(new_nodes)
-            self._mentions = title_mentions(titles, texts)
-            extra = bridge_edges(self._mentions, matrix)
-            self._edges = union_edges(self._edges, extra, len(matrix))
+            self._edges, self._mentions, added = add_bridges(self._edges, matrix, titles, texts)
             self.build_stats["bridge_pairs"] = len(self._mentions)
-            self.build_stats["bridge_edges"] = int(len(extra[0]))
+            self.build_stats["bridge_edges"] = added
 
     def _titles_and_texts(self, new_nodes: Sequence[BaseNode]) -> tuple[list, list[str]]:
         ids = self._chunks.ids
@@ -323,187 +316,14 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         return [n.metadata.get("title") for n in nodes], [n.get_content() for n in nodes]
 
     def _write_queries(self, targets: list[int], texts_by_id: dict[str, str]) -> None:
-        """Batches for ``targets`` and their queries (§3.2, App. A.2), appended to the table.
-
-        The random draws come in a fixed order (batches, LLM choice, bridges,
-        pseudo-queries batch by batch), so a seeded build is reproducible.
-        """
-        ids = self._chunks.ids
-        rows, cols, _ = self._edges
-        batches = sample_batches(neighbor_lists(len(ids), rows, cols), targets, self._rng)
-        texts = self._texts_of_rows({int(c) for b in batches for c in b}, ids, texts_by_id)
-        stats = {"batches": len(batches), "llm_batches": 0, "llm_queries": 0, "pseudo_queries": 0}
-        llm_queries = self._llm_queries(batches, texts, stats)
-        # A splitter of its own, dropped with its vocabulary at the end (see
-        # new_rule_sentencizer: the shared one kept 3 MB at 4,000 chunks).
-        nlp = new_rule_sentencizer()
-        bridge = self._bridge_queries(targets, texts, nlp)
-        fallback = [b for b in range(len(batches)) if b not in llm_queries]
-        need = {int(c): texts[int(c)] for b in fallback for c in batches[b]}
-        sentences = ChunkSentences(need, nlp)
-        builder = QueryTableBuilder()
-        # Bounded working set: pseudo-queries are made a block of batches at a
-        # time and go straight into the table's flat buffers, so no per-query
-        # object and only one block's sentence strings exist at any moment.
-        for start in range(0, len(batches), _QUERY_BLOCK):
-            block = range(start, min(len(batches), start + _QUERY_BLOCK))
-            self._add_block_queries(builder, block, batches, llm_queries, sentences, ids)
-        for text, pair in bridge:
-            builder.add(text, pair, "bridge", first_chunk_id=ids[pair[0]])
-        del need, sentences, nlp, texts
-        vectors = embed_texts(
-            self.embed_model,
-            builder.texts(),
-            show_progress=self._show_progress,
-            desc="Embedding queries",
-        )
-        table = builder.build(vectors)
-        per_origin = np.bincount(table.origins, minlength=len(ORIGINS)).tolist()
-        stats["bridge_queries"] = len(bridge)
-        stats["llm_queries"] = per_origin[ORIGINS.index("llm")]
-        stats["pseudo_queries"] = per_origin[ORIGINS.index("pseudo")]
+        """Batches for ``targets`` and their queries (§3.2, App. A.2), appended to the table."""
+        table, stats = QueryNodeWriter(self).write(targets, texts_by_id)
         self._queries = self._queries.concat(table)
         for key, value in stats.items():
             self.build_stats[key] = self.build_stats.get(key, 0) + value
 
-    def _texts_of_rows(
-        self, rows: set[int], ids: Sequence[str], texts_by_id: dict[str, str]
-    ) -> dict[int, str]:
-        """Text of each chunk row: the new chunks' from ``texts_by_id``, older ones from the docstore."""
-        texts = {r: texts_by_id.get(ids[r]) for r in rows}
-        missing = [r for r, t in texts.items() if t is None]
-        if missing:
-            for r, node in zip(missing, self.get_chunks([ids[r] for r in missing]), strict=True):
-                texts[r] = node.get_content()
-        return texts
-
-    def _llm_queries(
-        self, batches: list[np.ndarray], texts: dict[int, str], stats: dict[str, int]
-    ) -> dict[int, list[str]]:
-        """LLM-written questions by batch (§3.2, Eq. 3); only batches that got some."""
-        llm = self._query_llm()
-        if llm is None:
-            self.llm_steps.count(QUERY_STEP, len(batches))
-            return {}
-        bound = self._settings["max_llm_batches"]
-        chosen = list(range(len(batches)))
-        if bound is not None and bound < len(batches):
-            chosen = sorted(self._rng.choice(len(batches), size=bound, replace=False).tolist())
-            logger.info(
-                "synthetic queries bounded: %d of %d batches use the LLM, the rest pseudo-queries",
-                bound,
-                len(batches),
-            )
-        generator = SyntheticQueryGenerator(
-            llm,
-            per_batch=int(self._settings["queries_per_batch"]),
-            settings=self.llm_call_settings,
-            meter=self.usage,
-        )
-        answers = generator.generate(
-            [[texts[int(c)] for c in batches[b]] for b in chosen],
-            show_progress=self._show_progress,
-        )
-        self.llm_steps.count(QUERY_STEP, len(chosen))
-        # One WARNING with the counts (an error with on_llm_failure="raise").
-        self.llm_steps.fell_back(
-            QUERY_STEP,
-            generator.failures,
-            what="batch",
-            on_failure=self.llm_call_settings.on_llm_failure,
-        )
-        asked = dict(generator.stats)
-        stats["llm_batches_asked"] = asked.pop("batches", len(chosen))
-        stats.update({f"llm_{k}": v for k, v in asked.items() if k != "queries"})
-        # Batches that got usable LLM questions (the others got pseudo-queries).
-        stats["llm_batches"] = sum(1 for q in answers if q)
-        return {b: qs for b, qs in zip(chosen, answers, strict=True) if qs}
-
-    def _bridge_queries(
-        self, targets: list[int], texts: dict[int, str], nlp
-    ) -> list[tuple[str, list[int]]]:
-        """Bridge pseudo-queries of the targets that mention another chunk (:mod:`.bridges`)."""
-        if not (self._settings["bridges"] and getattr(self, "_mentions", None)):
-            return []
-        sources = sorted({a for a, _ in self._mentions} & set(targets))
-        titles, _ = self._titles_and_texts(())
-        sents = dict(zip(sources, chunk_sentences([texts[i] for i in sources], nlp), strict=True))
-        return bridge_queries(
-            self._mentions,
-            titles,
-            _Lookup(sents),
-            sources,
-            self._rng,
-            max_words=int(self._settings["pseudo_max_words"]),
-        )
-
-    def _add_block_queries(
-        self,
-        builder: QueryTableBuilder,
-        block: range,
-        batches: list[np.ndarray],
-        llm_queries: dict[int, list[str]],
-        sentences: ChunkSentences,
-        ids: Sequence[str],
-    ) -> None:
-        """The queries of the batches in ``block``, each linked to its whole batch (§3.2)."""
-        fallback = [b for b in block if b not in llm_queries]
-        pseudo: dict[int, list[str]] = {}
-        if fallback:
-            rows = {int(c) for b in fallback for c in batches[b]}
-            made = pseudo_queries(
-                [batches[b] for b in fallback],
-                _Lookup({r: sentences[r] for r in rows}),
-                self._rng,
-                per_batch=int(self._settings["queries_per_batch"]),
-                max_words=int(self._settings["pseudo_max_words"]),
-            )
-            pseudo = dict(zip(fallback, made, strict=True))
-        for b in block:
-            origin, made_for_b = (
-                ("llm", llm_queries[b]) if b in llm_queries else ("pseudo", pseudo[b])
-            )
-            first = ids[int(batches[b][0])]
-            for text in made_for_b:
-                builder.add(text, batches[b], origin, first_chunk_id=first)
-
-    def _query_llm(self):
-        """The LLM that writes synthetic queries, planned once in ``llm_steps`` (§3.2)."""
-        source = self._settings["query_source"]
-        if source == "pseudo":
-            self.llm_steps.chose_llm_free(
-                QUERY_STEP, "pseudo-queries (sentence windows)", "query_source='pseudo'"
-            )
-            return None
-        choice = self.llm_choice  # the suite's rule, resolved once for the index
-        if choice.llm is None and source == "llm":
-            raise ValueError("query_source='llm' but no LLM resolves (provider 'none')")
-        return self.llm_steps.plan(
-            QUERY_STEP,
-            choice,
-            needs="text",
-            stand_in="pseudo-queries (sentence windows)",
-            on_failure=self.llm_call_settings.on_llm_failure,
-        )
-
     def _link_graph(self) -> LinkGraph:
-        z_c = self._chunks.matrix
-        m = min(self.query_neighbors, len(z_c))
-        queries = self._queries
-        q_nb, _ = knn_graph(queries.vectors, m, others=z_c)
-        pos_q, pos_c = queries.links()
-        rows, cols, weights = self._edges
-        return LinkGraph(
-            z_c,
-            rows,
-            cols,
-            weights,
-            queries.vectors,
-            q_nb,
-            np.ones(q_nb.shape, np.float32),  # Eq. 5: query-chunk edges weigh 1
-            pos_q,
-            pos_c,
-        )
+        return link_graph(self._chunks.matrix, self._edges, self._queries, self.query_neighbors)
 
     def _train(self, model: LinkPredictor | None, epochs: int | None = None) -> None:
         config = self.train_config
@@ -536,66 +356,30 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     def graph(self) -> TypedGraph | None:
         """Chunks (``similar`` edges) and queries (``asks`` edges) as a :class:`TypedGraph`."""
         if self._graph is None and len(self._chunks):
-            self._graph = self._typed_graph()
+            self._graph = typed_graph(self._chunks.ids, self._edges, self._queries)
         return self._graph
-
-    def _typed_graph(self) -> TypedGraph:
-        ids = self._chunks.ids
-        rows, cols, weights = self._edges
-        graph = TypedGraph()
-        graph.add_nodes(ids, "chunk")
-        graph.add_edges(
-            ((ids[a], ids[b], float(w)) for a, b, w in zip(rows, cols, weights, strict=True)),
-            "similar",
-        )
-        records = self._queries.records(ids)
-        graph.add_nodes(
-            [q["id"] for q in records],
-            "query",
-            [{"text": q["text"], "origin": q["origin"]} for q in records],
-        )
-        graph.add_edges(((q["id"], c, 1.0) for q in records for c in q["chunks"]), "asks")
-        return graph
 
     # ------------------------------------------------------------------ persistence
 
     def _persist_state(self, folder: Path) -> None:
-        self._chunks.persist(folder, "chunks")
-        rows, cols, weights = self._edges
-        write_arrays(folder / "chunk_graph.npz", rows=rows, cols=cols, weights=weights)
-        write_arrays(folder / "queries.npz", matrix=self._queries.vectors)
-        write_json(folder / "queries.json", self._queries.records(self._chunks.ids))
-        state: dict[str, Any] = {"build_stats": self.build_stats, "model": None}
-        if self._model is not None:
-            torch.save(self._model.state_dict(), folder / MODEL_FILE)
-            state["model"] = {
-                "kind": self._model.kind,
-                "in_dim": int(self._model.lin[0].in_features),
-                "hidden": self._model.hidden,
-                "layers": self._model.num_layers,
-            }
-            state["train_report"] = self.train_report.to_dict() if self.train_report else None
-        write_json(folder / STATE_FILE, state)
+        state = LinkIndexState(
+            self._chunks,
+            self._edges,
+            self._queries,
+            self._model,
+            self.train_report,
+            self.build_stats,
+        )
+        write_state(folder, state)
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
-        self._chunks = InMemoryVectorTable.load(folder, "chunks")
-        arrays = read_arrays(folder / "chunk_graph.npz")
-        self._edges = (arrays["rows"], arrays["cols"], arrays["weights"].astype(np.float32))
-        row_of = {cid: i for i, cid in enumerate(self._chunks.ids)}
-        self._queries = QueryTable.from_records(
-            read_json(folder / "queries.json"),
-            row_of,
-            read_arrays(folder / "queries.npz")["matrix"].astype(np.float32),
-        )
-        state = read_json(folder / STATE_FILE)
-        self.build_stats = dict(state.get("build_stats", {}))
-        meta = state.get("model")
-        if meta is not None:
-            model = LinkPredictor(meta["kind"], meta["in_dim"], meta["hidden"], meta["layers"])
-            model.load_state_dict(torch.load(folder / MODEL_FILE, weights_only=True))
-            self._model = model
-            if state.get("train_report"):
-                self.train_report = TrainReport.from_dict(state["train_report"])
+        state = read_state(folder)
+        self._chunks, self._edges, self._queries = state.chunks, state.edges, state.queries
+        self.build_stats = state.build_stats
+        if state.model is not None:
+            self._model = state.model
+            if state.train_report is not None:
+                self.train_report = state.train_report
         self._refresh()
 
     # ------------------------------------------------------------------ engines
@@ -611,13 +395,3 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         """A ``RetrieverQueryEngine`` with LP-RAG's answer prompt (chunks best first)."""
         kwargs.setdefault("text_qa_template", LP_ANSWER_PROMPT)
         return super().as_query_engine(llm=llm, **kwargs)
-
-
-class _Lookup:
-    """Sentences by chunk index (a dict viewed as a sequence)."""
-
-    def __init__(self, by_index: dict[int, list[str]]) -> None:
-        self._by_index = by_index
-
-    def __getitem__(self, i: int) -> list[str]:
-        return self._by_index.get(int(i), [])

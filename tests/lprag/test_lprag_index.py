@@ -233,9 +233,9 @@ def test_candidate_cap_scores_the_nearest_chunks_with_the_same_logits(index):
 
 
 def test_query_blocks_give_the_same_index_as_one_block(index, bow_embed, monkeypatch):
-    from llama_index_graphrag_ext.lprag import index as index_module
+    from llama_index_graphrag_ext.lprag import query_nodes
 
-    monkeypatch.setattr(index_module, "_QUERY_BLOCK", 3)  # 8 batches: blocks of 3, 3 and 2
+    monkeypatch.setattr(query_nodes, "_QUERY_BLOCK", 3)  # 8 batches: blocks of 3, 3 and 2
     blocked = ChunkQueryLinkIndex.from_documents(
         DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
         **SMALL,

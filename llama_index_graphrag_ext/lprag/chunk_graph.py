@@ -1,0 +1,94 @@
+"""The chunk-query link graph the index keeps (LP-RAG §3.3, Eqs. 4-5).
+
+Chunks are joined by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
+with ``bridges`` on, title-mention edges join them (:mod:`.bridges`, our
+addition). Query nodes are linked to every chunk of their batch (§3.2,
+:mod:`.query_nodes`). From these the index assembles:
+
+* :func:`link_graph`: the training graph of the link predictor (§3.3; §3.4
+  trains on it, :mod:`.training`), each query node attached for messages to
+  its ``M`` nearest chunks with weight 1 (Eq. 5);
+* :func:`typed_graph`: the same chunks, queries and links as a
+  :class:`~llama_index_graphrag_ext.core.graph.TypedGraph`, for viz and
+  persistence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..core.embeddings import knn_graph, mutual_knn_edges
+from ..core.graph import TypedGraph
+from .bridges import bridge_edges, title_mentions, union_edges
+from .link_graph import LinkGraph
+from .query_table import QueryTable
+
+#: ``(rows, cols, weights)``: one entry per undirected chunk edge ``i < j``.
+Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def no_edges() -> Edges:
+    """The edge arrays of a graph without edges."""
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+
+
+def similarity_edges(matrix: np.ndarray, k: int) -> Edges:
+    """Mutual-kNN chunk edges with cosine weights (Eq. 4-5), blocked exact search."""
+    idx, sims = knn_graph(matrix, k)
+    return mutual_knn_edges(idx, sims)
+
+
+def add_bridges(
+    edges: Edges, matrix: np.ndarray, titles: Sequence[str | None], texts: Sequence[str]
+) -> tuple[Edges, list[tuple[int, int]], int]:
+    """``edges`` joined by title-mention edges (:mod:`.bridges`).
+
+    Returns:
+        The union, the mention pairs ``(mentioning row, titled row)`` and how
+        many mention edges there were before the union.
+    """
+    mentions = title_mentions(titles, texts)
+    extra = bridge_edges(mentions, matrix)
+    return union_edges(edges, extra, len(matrix)), mentions, int(len(extra[0]))
+
+
+def link_graph(
+    z_chunks: np.ndarray, edges: Edges, queries: QueryTable, query_neighbors: int
+) -> LinkGraph:
+    """The training graph: chunk edges, query nodes and their links (§3.3)."""
+    m = min(query_neighbors, len(z_chunks))
+    q_nb, _ = knn_graph(queries.vectors, m, others=z_chunks)
+    pos_q, pos_c = queries.links()
+    rows, cols, weights = edges
+    return LinkGraph(
+        z_chunks,
+        rows,
+        cols,
+        weights,
+        queries.vectors,
+        q_nb,
+        np.ones(q_nb.shape, np.float32),  # Eq. 5: query-chunk edges weigh 1
+        pos_q,
+        pos_c,
+    )
+
+
+def typed_graph(ids: Sequence[str], edges: Edges, queries: QueryTable) -> TypedGraph:
+    """Chunks (``similar`` edges) and queries (``asks`` edges) as a :class:`TypedGraph`."""
+    rows, cols, weights = edges
+    graph = TypedGraph()
+    graph.add_nodes(ids, "chunk")
+    graph.add_edges(
+        ((ids[a], ids[b], float(w)) for a, b, w in zip(rows, cols, weights, strict=True)),
+        "similar",
+    )
+    records = queries.records(ids)
+    graph.add_nodes(
+        [q["id"] for q in records],
+        "query",
+        [{"text": q["text"], "origin": q["origin"]} for q in records],
+    )
+    graph.add_edges(((q["id"], c, 1.0) for q in records for c in q["chunks"]), "asks")
+    return graph

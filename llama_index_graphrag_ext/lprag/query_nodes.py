@@ -1,0 +1,241 @@
+"""Query nodes for new chunks: batches, synthetic queries, links (LP-RAG §3.2, Eq. 3; App. A.2).
+
+For every new chunk the index samples one batch on the chunk graph (the
+chunk and a uniform draw of its neighbours, App. A.2) and writes ``n_B``
+queries for it: LLM questions (§3.2, Eq. 3; :class:`~.queries.SyntheticQueryGenerator`)
+or, where no LLM is used or a batch's questions cannot be had, pseudo-queries
+(sentence windows, :func:`~.queries.pseudo_queries`). With ``bridges`` on,
+bridge pseudo-queries join them (:mod:`.bridges`). Each query is linked to
+every chunk of its batch (§3.2) and embedded with the chunks' encoder (§3.3).
+
+:class:`QueryNodeWriter` does this for one change of a
+:class:`~.index.ChunkQueryLinkIndex` and hands back the new rows of its
+:class:`~.query_table.QueryTable`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.embeddings import embed_texts
+from .bridges import bridge_queries
+from .chunker import new_rule_sentencizer
+from .queries import (
+    ChunkSentences,
+    SyntheticQueryGenerator,
+    chunk_sentences,
+    neighbor_lists,
+    pseudo_queries,
+    sample_batches,
+)
+from .query_table import ORIGINS, QueryTable, QueryTableBuilder
+
+if TYPE_CHECKING:
+    from .index import ChunkQueryLinkIndex
+
+logger = logging.getLogger(__name__)
+
+QUERY_SOURCES = ("auto", "llm", "pseudo")
+#: The LLM step's name in the step ledger.
+QUERY_STEP = "synthetic-queries"
+#: Batches whose queries are made at a time (see ``QueryNodeWriter.write``).
+_QUERY_BLOCK = 512
+
+
+class QueryNodeWriter:
+    """Writes the query nodes of new chunks of a :class:`~.index.ChunkQueryLinkIndex`.
+
+    It reads the index's chunks, chunk graph, settings and LLM, and draws from
+    the index's random generator, so a seeded build gives the same queries
+    whichever change made them.
+    """
+
+    def __init__(self, index: ChunkQueryLinkIndex) -> None:
+        self._index = index
+        self._settings = index._settings
+
+    def write(
+        self, targets: list[int], texts_by_id: dict[str, str]
+    ) -> tuple[QueryTable, dict[str, int]]:
+        """Batches for ``targets`` and their queries (§3.2, App. A.2).
+
+        The random draws come in a fixed order (batches, LLM choice, bridges,
+        pseudo-queries batch by batch), so a seeded build is reproducible.
+
+        Returns:
+            The new query rows, and counts to add to the index's ``build_stats``.
+        """
+        index = self._index
+        ids = index._chunks.ids
+        rows, cols, _ = index._edges
+        batches = sample_batches(neighbor_lists(len(ids), rows, cols), targets, index._rng)
+        texts = self._texts_of_rows({int(c) for b in batches for c in b}, ids, texts_by_id)
+        stats = {"batches": len(batches), "llm_batches": 0, "llm_queries": 0, "pseudo_queries": 0}
+        llm_queries = self._llm_queries(batches, texts, stats)
+        # A splitter of its own, dropped with its vocabulary at the end (see
+        # new_rule_sentencizer: the shared one kept 3 MB at 4,000 chunks).
+        nlp = new_rule_sentencizer()
+        bridge = self._bridge_queries(targets, texts, nlp)
+        fallback = [b for b in range(len(batches)) if b not in llm_queries]
+        need = {int(c): texts[int(c)] for b in fallback for c in batches[b]}
+        sentences = ChunkSentences(need, nlp)
+        builder = QueryTableBuilder()
+        # Bounded working set: pseudo-queries are made a block of batches at a
+        # time and go straight into the table's flat buffers, so no per-query
+        # object and only one block's sentence strings exist at any moment.
+        for start in range(0, len(batches), _QUERY_BLOCK):
+            block = range(start, min(len(batches), start + _QUERY_BLOCK))
+            self._add_block_queries(builder, block, batches, llm_queries, sentences, ids)
+        for text, pair in bridge:
+            builder.add(text, pair, "bridge", first_chunk_id=ids[pair[0]])
+        del need, sentences, nlp, texts
+        vectors = embed_texts(
+            index.embed_model,
+            builder.texts(),
+            show_progress=index._show_progress,
+            desc="Embedding queries",
+        )
+        table = builder.build(vectors)
+        per_origin = np.bincount(table.origins, minlength=len(ORIGINS)).tolist()
+        stats["bridge_queries"] = len(bridge)
+        stats["llm_queries"] = per_origin[ORIGINS.index("llm")]
+        stats["pseudo_queries"] = per_origin[ORIGINS.index("pseudo")]
+        return table, stats
+
+    def _texts_of_rows(
+        self, rows: set[int], ids: Sequence[str], texts_by_id: dict[str, str]
+    ) -> dict[int, str]:
+        """Text of each chunk row: the new chunks' from ``texts_by_id``, older ones from the docstore."""
+        texts = {r: texts_by_id.get(ids[r]) for r in rows}
+        missing = [r for r, t in texts.items() if t is None]
+        if missing:
+            chunks = self._index.get_chunks([ids[r] for r in missing])
+            for r, node in zip(missing, chunks, strict=True):
+                texts[r] = node.get_content()
+        return texts
+
+    def _llm_queries(
+        self, batches: list[np.ndarray], texts: dict[int, str], stats: dict[str, int]
+    ) -> dict[int, list[str]]:
+        """LLM-written questions by batch (§3.2, Eq. 3); only batches that got some."""
+        index = self._index
+        llm = self._query_llm()
+        if llm is None:
+            index.llm_steps.count(QUERY_STEP, len(batches))
+            return {}
+        bound = self._settings["max_llm_batches"]
+        chosen = list(range(len(batches)))
+        if bound is not None and bound < len(batches):
+            chosen = sorted(index._rng.choice(len(batches), size=bound, replace=False).tolist())
+            logger.info(
+                "synthetic queries bounded: %d of %d batches use the LLM, the rest pseudo-queries",
+                bound,
+                len(batches),
+            )
+        generator = SyntheticQueryGenerator(
+            llm,
+            per_batch=int(self._settings["queries_per_batch"]),
+            settings=index.llm_call_settings,
+            meter=index.usage,
+        )
+        answers = generator.generate(
+            [[texts[int(c)] for c in batches[b]] for b in chosen],
+            show_progress=index._show_progress,
+        )
+        index.llm_steps.count(QUERY_STEP, len(chosen))
+        # One WARNING with the counts (an error with on_llm_failure="raise").
+        index.llm_steps.fell_back(
+            QUERY_STEP,
+            generator.failures,
+            what="batch",
+            on_failure=index.llm_call_settings.on_llm_failure,
+        )
+        asked = dict(generator.stats)
+        stats["llm_batches_asked"] = asked.pop("batches", len(chosen))
+        stats.update({f"llm_{k}": v for k, v in asked.items() if k != "queries"})
+        # Batches that got usable LLM questions (the others got pseudo-queries).
+        stats["llm_batches"] = sum(1 for q in answers if q)
+        return {b: qs for b, qs in zip(chosen, answers, strict=True) if qs}
+
+    def _bridge_queries(
+        self, targets: list[int], texts: dict[int, str], nlp
+    ) -> list[tuple[str, list[int]]]:
+        """Bridge pseudo-queries of the targets that mention another chunk (:mod:`.bridges`)."""
+        index = self._index
+        if not (self._settings["bridges"] and getattr(index, "_mentions", None)):
+            return []
+        sources = sorted({a for a, _ in index._mentions} & set(targets))
+        titles, _ = index._titles_and_texts(())
+        sents = dict(zip(sources, chunk_sentences([texts[i] for i in sources], nlp), strict=True))
+        return bridge_queries(
+            index._mentions,
+            titles,
+            _Lookup(sents),
+            sources,
+            index._rng,
+            max_words=int(self._settings["pseudo_max_words"]),
+        )
+
+    def _add_block_queries(
+        self,
+        builder: QueryTableBuilder,
+        block: range,
+        batches: list[np.ndarray],
+        llm_queries: dict[int, list[str]],
+        sentences: ChunkSentences,
+        ids: Sequence[str],
+    ) -> None:
+        """The queries of the batches in ``block``, each linked to its whole batch (§3.2)."""
+        fallback = [b for b in block if b not in llm_queries]
+        pseudo: dict[int, list[str]] = {}
+        if fallback:
+            rows = {int(c) for b in fallback for c in batches[b]}
+            made = pseudo_queries(
+                [batches[b] for b in fallback],
+                _Lookup({r: sentences[r] for r in rows}),
+                self._index._rng,
+                per_batch=int(self._settings["queries_per_batch"]),
+                max_words=int(self._settings["pseudo_max_words"]),
+            )
+            pseudo = dict(zip(fallback, made, strict=True))
+        for b in block:
+            origin, made_for_b = (
+                ("llm", llm_queries[b]) if b in llm_queries else ("pseudo", pseudo[b])
+            )
+            first = ids[int(batches[b][0])]
+            for text in made_for_b:
+                builder.add(text, batches[b], origin, first_chunk_id=first)
+
+    def _query_llm(self):
+        """The LLM that writes synthetic queries, planned once in ``llm_steps`` (§3.2)."""
+        index = self._index
+        source = self._settings["query_source"]
+        if source == "pseudo":
+            index.llm_steps.chose_llm_free(
+                QUERY_STEP, "pseudo-queries (sentence windows)", "query_source='pseudo'"
+            )
+            return None
+        choice = index.llm_choice  # the suite's rule, resolved once for the index
+        if choice.llm is None and source == "llm":
+            raise ValueError("query_source='llm' but no LLM resolves (provider 'none')")
+        return index.llm_steps.plan(
+            QUERY_STEP,
+            choice,
+            needs="text",
+            stand_in="pseudo-queries (sentence windows)",
+            on_failure=index.llm_call_settings.on_llm_failure,
+        )
+
+
+class _Lookup:
+    """Sentences by chunk index (a dict viewed as a sequence)."""
+
+    def __init__(self, by_index: dict[int, list[str]]) -> None:
+        self._by_index = by_index
+
+    def __getitem__(self, i: int) -> list[str]:
+        return self._by_index.get(int(i), [])
