@@ -21,6 +21,7 @@ keep them resident. Two shapes recur in every method, and live here once:
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -168,12 +169,15 @@ class _HashIndex:
         self._pending = 0
 
     def get(self, key: int) -> list[int]:
+        # The recent entries first: ``settle`` merges them into the arrays before
+        # it empties the dict, so one of the two reads holds every entry.
+        recent = self.recent.get(key)
+        recent = list(recent) if recent else []
         keys, ids = self.arrays
         lo = int(np.searchsorted(keys, np.uint64(key), "left"))
         hi = int(np.searchsorted(keys, np.uint64(key), "right"))
         out = ids[lo:hi].tolist() if hi > lo else []
-        recent = self.recent.get(key)
-        return out + recent if recent else out
+        return out + [i for i in recent if i not in out] if recent else out
 
     def add(self, key: int, i: int) -> None:
         self.recent.setdefault(key, []).append(i)
@@ -211,21 +215,22 @@ class StringTable(Sequence[str]):
 
     Ids are dense and permanent: the table only grows (:meth:`take` and
     :meth:`concat` make new tables). Appends never change what earlier ids
-    read, so readers on other threads may use a table while one writer grows
-    it. Texts are encoded with ``surrogatepass``, so any Python string
-    round-trips.
+    read, so readers on other threads may read and look up strings while one
+    writer grows it (writes, and the lookup index's first build, take a lock).
+    Texts are encoded with ``surrogatepass``, so any Python string round-trips.
 
     Args:
         strings: Initial strings, appended as they are (repeats kept).
     """
 
-    __slots__ = ("_buf", "_ends", "_n", "_index")
+    __slots__ = ("_buf", "_ends", "_n", "_index", "_lock")
 
     def __init__(self, strings: Iterable[str] = ()) -> None:
         self._buf = bytearray()
         self._ends = np.zeros(0, dtype=np.int64)
         self._n = 0
         self._index: _HashIndex | None = None
+        self._lock = threading.Lock()
         self.extend(strings)
 
     @classmethod
@@ -351,31 +356,34 @@ class StringTable(Sequence[str]):
 
     def append(self, text: str) -> int:
         """Add ``text`` (even if present); return its id."""
-        self._buf += text.encode(_ENCODING, _ERRORS)
-        self._reserve(1)
-        self._ends[self._n] = len(self._buf)
-        self._n += 1
-        i = self._n - 1
-        if self._index is not None:
-            self._index.add(_hash(text), i)
+        encoded = text.encode(_ENCODING, _ERRORS)
+        with self._lock:
+            self._buf += encoded
+            self._reserve(1)
+            self._ends[self._n] = len(self._buf)
+            self._n += 1
+            i = self._n - 1
+            if self._index is not None:
+                self._index.add(_hash(text), i)
         return i
 
     def extend(self, texts: Iterable[str]) -> np.ndarray:
         """Add every text (repeats kept); return their ids (int64)."""
         texts = texts if isinstance(texts, (list, tuple)) else list(texts)
-        first = self._n
         if not texts:
             return np.zeros(0, dtype=np.int64)
         encoded = [t.encode(_ENCODING, _ERRORS) for t in texts]
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        self._reserve(len(encoded))
-        self._ends[first : first + len(encoded)] = len(self._buf) + np.cumsum(lengths)
-        self._buf += b"".join(encoded)
-        del encoded
-        self._n += len(texts)
-        ids = np.arange(first, self._n, dtype=np.int64)
-        if self._index is not None:
-            self._index.add_many(self._hashes(texts), ids)
+        with self._lock:
+            first = self._n
+            self._reserve(len(encoded))
+            self._ends[first : first + len(encoded)] = len(self._buf) + np.cumsum(lengths)
+            self._buf += b"".join(encoded)
+            del encoded
+            self._n += len(texts)
+            ids = np.arange(first, self._n, dtype=np.int64)
+            if self._index is not None:
+                self._index.add_many(self._hashes(texts), ids)
         return ids
 
     @staticmethod
@@ -385,10 +393,14 @@ class StringTable(Sequence[str]):
     def _lookup(self) -> _HashIndex:
         index = self._index
         if index is None:
-            index = _HashIndex()
-            if self._n:
-                index.add_many(self._hashes(list(self)), np.arange(self._n, dtype=np.int64))
-            self._index = index
+            with self._lock:  # built once, with no write in between
+                index = self._index
+                if index is None:
+                    index = _HashIndex()
+                    if self._n:
+                        ids = np.arange(self._n, dtype=np.int64)
+                        index.add_many(self._hashes(list(self)), ids)
+                    self._index = index
         return index
 
     def find(self, text: str) -> int:
@@ -438,10 +450,11 @@ class StringTable(Sequence[str]):
 
     def fit(self) -> None:
         """Drop spare capacity and merge pending lookup entries (after a build)."""
-        if self._ends.shape[0] > self._n:
-            self._ends = self._ends[: self._n].copy()
-        if self._index is not None:
-            self._index.settle()
+        with self._lock:
+            if self._ends.shape[0] > self._n:
+                self._ends = self._ends[: self._n].copy()
+            if self._index is not None:
+                self._index.settle()
 
     # ----------------------------------------------------------- new tables
 
