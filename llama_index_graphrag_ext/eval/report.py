@@ -3,7 +3,8 @@
 ``graphrag-ext report RUN.json ... --out docs/results.md --plots DIR`` renders each
 report as a section: what was run, the command that reproduces it (rebuilt from
 the report itself, so it cannot drift from what was measured), the table the
-runner printed, a recall plot, and the per-method facts the methods reported
+runner printed (with each method's paired bootstrap interval of its R@5
+difference from ``dense`` when the run has one), a recall plot, and the per-method facts the methods reported
 (training seconds, fallbacks, sample sizes). The page is a pure function of the
 JSON files: the test suite regenerates it and fails if the committed copy differs.
 """
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import COLUMNS, format_table
+from .runner import COLUMNS, format_table, window_notes
 
 HEADER = """# Results
 
@@ -116,6 +117,7 @@ def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
     ]
     if run.get("embed_cache"):
         setting.append("embedding cache")
+    setting += window_notes(report)
     lines += ["*" + "; ".join(setting) + f"; report `{path.name}`.*", ""]
     lines += ["```bash", reproduce_command(report), "```", ""]
     # Drop the caption line, and LLM columns that are zero throughout (said below).

@@ -34,7 +34,15 @@ from tqdm.auto import tqdm
 from ..core.defaults import describe_embed_model, resolve_embed_model
 from ..core.llm import UsageMeter, count_llm_calls, describe_llm, fallback_share, resolve_llm
 from .data import Benchmark, Question, load_benchmark
-from .metrics import accuracy, all_at_k, exact_match, percentile, recall_at_k, token_f1
+from .metrics import (
+    accuracy,
+    all_at_k,
+    exact_match,
+    paired_bootstrap,
+    percentile,
+    recall_at_k,
+    token_f1,
+)
 from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
 from .wire import phase_usage, wire_llm
 
@@ -45,6 +53,11 @@ RECALL_KS = (2, 5, 10)
 MAX_FALLBACK_SHARE = 0.05
 #: Passages handed to the answer synthesizer for retrieve-then-answer.
 ANSWER_TOP_K = 5
+#: The method every other one is compared with, question by question.
+REFERENCE = "dense"
+#: Bootstrap resamples and seed of the paired intervals (fixed: a report is reproducible).
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
 
 
 class RssSampler:
@@ -330,7 +343,42 @@ def _run(
         if floor and "index_seconds" in row:
             row["index_vs_embed"] = round(row["index_seconds"] / floor, 3)
         report["methods"][name] = row
+    add_paired_intervals(report, bench.questions)
     return report
+
+
+def add_paired_intervals(report: dict[str, Any], questions: Sequence[Question], k: int = 5) -> None:
+    """Give each method's row its R@k difference from :data:`REFERENCE`, with a 95% interval.
+
+    A paired bootstrap over the questions both ran (see
+    :func:`~.metrics.paired_bootstrap`): with 100 questions one gold passage
+    of a two-passage question is 0.005 of R@5, and a difference inside the
+    interval is not evidence that one method retrieves better. Stored as
+    ``row["vs_dense"]``; nothing is added when the reference is not in the run.
+    """
+    rows = report["methods"]
+    reference = rows.get(REFERENCE, {}).get("per_question")
+    if not reference:
+        return
+    gold = {q.id: q.gold_ids for q in questions if q.gold_ids}
+    ref_ranked = {o["id"]: o["ranked"] for o in reference}
+    for row in rows.values():
+        if "per_question" not in row:
+            continue
+        ranked = {o["id"]: o["ranked"] for o in row["per_question"]}
+        ids = [i for i in ranked if i in ref_ranked and i in gold]
+        if not ids:
+            continue
+        mine = [recall_at_k(ranked[i], gold[i], k) for i in ids]
+        theirs = [recall_at_k(ref_ranked[i], gold[i], k) for i in ids]
+        result = paired_bootstrap(mine, theirs, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)
+        row[f"vs_{REFERENCE}"] = {
+            "metric": f"recall@{k}",
+            **{key: round(result[key], 4) for key in ("mean", "low", "high")},
+            "n": result["n"],
+            "resamples": BOOTSTRAP_RESAMPLES,
+            "seed": BOOTSTRAP_SEED,
+        }
 
 
 def embedding_floor_seconds(embed_model, documents) -> float | None:
@@ -373,6 +421,37 @@ COLUMNS = (
 )
 
 
+#: Header of the paired-interval column (see :func:`add_paired_intervals`).
+DELTA_HEADER = f"ΔR@5 vs {REFERENCE} [95% CI]"
+#: What the interval means, printed under a table that has the column.
+DELTA_NOTE = (
+    f"ΔR@5 vs {REFERENCE}: mean per-question difference in R@5 from `{REFERENCE}` in the "
+    "same run, with a paired bootstrap 95% interval over the questions "
+    f"({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}). A difference whose "
+    "interval contains 0 is not a claim that either method retrieves better."
+)
+
+
+def window_notes(report: dict[str, Any]) -> list[str]:
+    """How many passages were longer than the embedder's window, when the run counted them."""
+    window = report.get("run", {}).get("embed_window")
+    if not window:
+        return []
+    return [
+        f"{window['passages_over']} of {report['passages']} passages exceed the embedder's "
+        f"window of {window['tokens']} word pieces"
+        + (" (pooled over windows)" if window.get("pooled") else " (truncated)")
+    ]
+
+
+def delta_cell(row: dict[str, Any]) -> str:
+    """The paired-interval cell of a row: ``+0.030 [-0.005, +0.065]`` (empty without one)."""
+    delta = row.get(f"vs_{REFERENCE}")
+    if not delta:
+        return ""
+    return f"{delta['mean']:+.3f} [{delta['low']:+.3f}, {delta['high']:+.3f}]"
+
+
 def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
     """The report as a Markdown table (columns without any value are left out).
 
@@ -385,10 +464,15 @@ def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
     cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in rows.values())]
     if drop_zero:
         cols = [c for c in cols if any(r.get(c[0]) not in (None, 0) for r in rows.values())]
+    with_delta = any(r.get(f"vs_{REFERENCE}") for r in rows.values())
+    if with_delta:  # right after the recall columns
+        after = sum(1 for c in cols if c[0].startswith("recall@"))
+        cols.insert(after, (f"vs_{REFERENCE}", DELTA_HEADER, None))
     header = ["method", "tier", *[c[1] for c in cols]]
     lines = [
         f"{report['bench']}: {report['questions']} questions, {report['passages']} passages"
-        + (" (corpus sample)" if report.get("run", {}).get("sampled") else ""),
+        + (" (corpus sample)" if report.get("run", {}).get("sampled") else "")
+        + "".join(f"; {line}" for line in window_notes(report)),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",
@@ -401,9 +485,14 @@ def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
         cells = [name, row["tier"] + (" FAILED" if "failed" in row else "")]
         for key, _, fmt in cols:
             value = row.get(key)
-            cells.append("" if value is None else fmt.format(value))
+            if fmt is None:
+                cells.append(delta_cell(row))
+            else:
+                cells.append("" if value is None else fmt.format(value))
         lines.append("| " + " | ".join(cells) + " |")
         notes.extend(f"- {name}: {line}" for line in step_notes(row))
+    if with_delta:
+        lines += ["", DELTA_NOTE]
     if notes:
         lines += ["", "LLM steps:", *notes]
     return "\n".join(lines)

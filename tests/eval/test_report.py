@@ -85,3 +85,13 @@ def test_committed_results_page_is_generated_from_the_committed_reports():
     )
     for report in reports:
         assert (BENCH / (report.stem + ".png")).exists()
+
+
+def test_reports_without_per_question_outcomes_render_without_intervals(tmp_path):
+    from llama_index_graphrag_ext.eval.runner import DELTA_HEADER
+
+    path = tmp_path / "01-old.json"
+    path.write_text(json.dumps(_report()))
+    page = render_page([path])
+    assert "| dense | llm-free |" in page and DELTA_HEADER not in page
+    assert "not a claim" not in page and "window" not in page

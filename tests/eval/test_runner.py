@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from llama_index.core import Settings
@@ -128,3 +129,27 @@ def test_dense_and_bm25_with_the_real_embedder(musique_slice, minilm, monkeypatc
     assert dense["recall@10"] > 0.6 and bm25["recall@10"] > 0.5
     assert dense["llm_calls_index"] == dense["llm_calls_query"] == 0
     assert report["run"]["embed_floor_seconds"] > 0 and dense["index_vs_embed"] > 0
+
+
+def test_paired_intervals_against_dense(musique_slice, settings_embed):
+    from llama_index_graphrag_ext.eval.report import render_section
+    from llama_index_graphrag_ext.eval.runner import DELTA_HEADER
+
+    report = run_benchmark(
+        RunConfig(data=str(musique_slice), methods=["dense", "bm25"], show_progress=False)
+    )
+    dense, bm25 = report["methods"]["dense"]["vs_dense"], report["methods"]["bm25"]["vs_dense"]
+    assert (dense["mean"], dense["low"], dense["high"], dense["n"]) == (0, 0, 0, 8)
+    difference = report["methods"]["bm25"]["recall@5"] - report["methods"]["dense"]["recall@5"]
+    assert bm25["mean"] == pytest.approx(difference, abs=1e-4)
+    assert bm25["low"] <= bm25["mean"] <= bm25["high"] and bm25["metric"] == "recall@5"
+    table = format_table(report)
+    assert DELTA_HEADER in table and "not a claim" in table
+    row = next(line for line in table.splitlines() if line.startswith("| bm25 |"))
+    assert f"{bm25['mean']:+.3f} [{bm25['low']:+.3f}, {bm25['high']:+.3f}]" in row
+    section = render_section(Path("run.json"), report, None)
+    assert DELTA_HEADER in section and "not a claim" in section
+    # Without dense in the run there is nothing to compare with: no column.
+    alone = run_benchmark(RunConfig(data=str(musique_slice), methods=["bm25"], show_progress=False))
+    assert "vs_dense" not in alone["methods"]["bm25"]
+    assert DELTA_HEADER not in format_table(alone)

@@ -1,4 +1,4 @@
-"""Registers the two reference methods, ``dense`` and ``bm25``."""
+"""Registers the reference methods: ``dense``, ``bm25`` and LlamaIndex's hybrid ``li-hybrid``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ...baselines import BM25Retriever, DenseRetriever, build_dense_index
+from ...baselines import BM25Retriever, DenseRetriever, build_dense_index, llama_index_hybrid
 from ..registry import BenchContext, BenchSystem, register_method
 
 
@@ -23,5 +23,18 @@ def build_bm25(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
         similarity_top_k=ctx.top_k,
         k1=ctx.option("k1", 1.5),
         b=ctx.option("b", 0.75),
+    )
+    return BenchSystem(retriever=retriever)
+
+
+@register_method(
+    "li-hybrid",
+    "llm-free",
+    "LlamaIndex hybrid: BM25Retriever (bm25s) + VectorStoreIndex retriever, "
+    "QueryFusionRetriever reciprocal-rank fusion, one query",
+)
+def build_li_hybrid(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    retriever = llama_index_hybrid(
+        documents, ctx.embed_model, similarity_top_k=ctx.top_k, show_progress=ctx.show_progress
     )
     return BenchSystem(retriever=retriever)

@@ -1,15 +1,15 @@
-"""The reference methods in the benchmark runner: ``dense`` and ``bm25``."""
+"""The reference methods in the benchmark runner: ``dense``, ``bm25`` and ``li-hybrid``."""
 
 from __future__ import annotations
 
 from llama_index_graphrag_ext.eval.registry import REGISTRY, BenchContext
 
 
-def test_dense_and_bm25_build_and_rank(bow_embed, musique_slice):
+def test_reference_methods_build_and_rank(bow_embed, musique_slice):
     from llama_index_graphrag_ext.eval.data import load_benchmark
 
     bench = load_benchmark(musique_slice)
-    for name in ("dense", "bm25"):
+    for name in ("dense", "bm25", "li-hybrid"):
         spec, opts = REGISTRY.resolve(name)
         assert spec.tier == "llm-free" and opts == {}
         system = spec.build(bench.documents(), BenchContext(embed_model=bow_embed, top_k=3))
