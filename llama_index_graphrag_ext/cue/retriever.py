@@ -33,7 +33,7 @@ from ..core.nodes import require_query, with_evidence
 from ..core.text import extract_entities, load_spacy, normalize_entity
 from .prompts import QUERY_ENTITY_PROMPT
 from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
-from .scoring import QIterScorer, as_scorer
+from .scoring import EmbeddingScorer, QIterScorer, as_scorer
 from .view import CueGraphView
 
 if TYPE_CHECKING:
@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 _WORD_RE = re.compile(r"[^\W_]+(?:['\u2019.\-][^\W_]+)*\.?")
 _MAX_GAZETTEER_WORDS = 8
 
+
+#: The default scorer's weight of query-word coverage on paths (chosen on 2wiki-101:
+#: docs/methods/cue.md, "Presets").
+DEFAULT_LEXICAL_WEIGHT = 0.8
 
 #: The LLM step's name in the step ledger.
 STEP = "query-entities"
@@ -98,7 +102,8 @@ class QIterRetriever(BaseRetriever):
         top_k: K: entity matches per query entity, anchor units, and units
             expanded per state (paper: 3).
         depth: D: search depth (paper: 3).
-        beam: M: paths kept per depth (paper: 5).
+        beam: M: paths kept per depth (paper: 5; the default, 10, was chosen on
+            2wiki-101 for ten returned chunks).
         top_n: N: chunks returned (paper: 5).
         use_sa: Spreading Activation (query entities -> entity nodes).
         use_ka: Knowledge Anchoring (query -> top-K units -> their entities).
@@ -112,9 +117,15 @@ class QIterRetriever(BaseRetriever):
             ``on_llm_failure="raise"``).
         reranker: R(q, .): any LlamaIndex reranking postprocessor or a
             :class:`.QIterScorer`; ``None`` uses embedding cosine (see :mod:`.scoring`).
+        lexical_weight: With the default scorer, adds this weight times the
+            IDF-weighted share of the query's content words a path's units
+            contain to the path's cosine (:mod:`.lexical`); 0 is cosine alone,
+            ``None`` is :data:`DEFAULT_LEXICAL_WEIGHT` (0.8, chosen on 2wiki-101).
         path_weight: Adds ``path_weight x`` the best kept path score citing a
-            chunk to its final score. 0 is the paper (chunks ranked by R(q, t)
-            alone); a positive weight lets the path evidence count too.
+            chunk to its final score R(q, t). 0 is the paper (chunks ranked by
+            R(q, t) alone); the default, 0.25 (chosen on 2wiki-101), lets the
+            path that reached a bridge passage lift it above passages that only
+            resemble the question.
         fill: ``"dense"`` tops the result up to ``top_n`` with the chunks nearest
             the query when the paths cite fewer (marked in the evidence); ``"none"``
             returns only path chunks.
@@ -130,14 +141,15 @@ class QIterRetriever(BaseRetriever):
         *,
         top_k: int = 3,
         depth: int = 3,
-        beam: int = 5,
+        beam: int = 10,
         top_n: int = 5,
         use_sa: bool = True,
         use_ka: bool = True,
         use_qu: bool = True,
         query_entities: Literal["spacy", "llm"] = "spacy",
         reranker: BaseNodePostprocessor | QIterScorer | None = None,
-        path_weight: float = 0.0,
+        lexical_weight: float | None = None,
+        path_weight: float = 0.25,
         fill: Literal["dense", "none"] = "dense",
         llm: LLM | None = None,
         max_attempts: int = 3,
@@ -156,11 +168,19 @@ class QIterRetriever(BaseRetriever):
             raise ValueError(f"fill must be 'dense' or 'none', got {fill!r}")
         if path_weight < 0:
             raise ValueError("path_weight must be >= 0")
+        if lexical_weight is not None and reranker is not None:
+            raise ValueError(
+                "lexical_weight applies to the default embedding scorer, not reranker="
+            )
+        if lexical_weight is None:
+            lexical_weight = DEFAULT_LEXICAL_WEIGHT
         self._index = index
         self.top_k, self.depth, self.beam, self.top_n = top_k, depth, beam, top_n
         self.use_sa, self.use_ka, self.use_qu = use_sa, use_ka, use_qu
         self.query_entities = query_entities
-        self.scorer = as_scorer(reranker)
+        self.scorer = (
+            as_scorer(reranker) if reranker is not None else EmbeddingScorer(lexical_weight)
+        )
         self.path_weight = float(path_weight)
         self.fill = fill
         self._entity_prompt: BasePromptTemplate = QUERY_ENTITY_PROMPT

@@ -7,6 +7,10 @@ candidate chunk with a cross-encoder (BGE-Reranker-v2-M3). Two scorers:
   query with the index's own vectors. A path's vector is the normalised sum of
   its unit vectors (a cheap stand-in for embedding the concatenation, which
   would cost an encoder pass per path); a chunk's vector is its embedding.
+  With ``lexical_weight > 0`` it adds to a path's score that weight times the
+  IDF-weighted share of the query's content words its units contain
+  (:mod:`.lexical`): the exact-name evidence a cross-encoder reads and a
+  sentence embedding misses.
   No cross-encoder ships offline, so this is weaker than the paper's set-up.
 * :class:`RerankerScorer`: any LlamaIndex reranking postprocessor
   (``SentenceTransformerRerank``, ``FlagEmbeddingReranker``, ...), called once per
@@ -15,6 +19,7 @@ candidate chunk with a cross-encoder (BGE-Reranker-v2-M3). Two scorers:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +28,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 from ..core.embeddings import normalize_rows
 from ..core.rerank import rerank_scores
+from .lexical import Lexicon, QueryWords
 from .view import CueGraphView
 
 
@@ -55,13 +61,57 @@ class QIterScorer(Protocol):
 
 
 class EmbeddingScorer:
-    """Cosine scorer on the index's embeddings (the default; see the module docs)."""
+    """Cosine scorer on the index's embeddings, plus exact-word coverage (see the module docs).
 
+    Args:
+        lexical_weight: Weight of the query-word coverage added to a path's
+            cosine (0: cosine alone). The coverage is in ``[0, 1]``. Chunks are
+            scored by cosine alone.
+    """
+
+    # Class defaults, so a subclass that skips ``__init__`` scores by cosine alone.
     name = "embedding-cosine"
+    lexical_weight = 0.0
+    _lexicon: tuple[weakref.ref, Lexicon] | None = None
+    _query: tuple[Lexicon, str, QueryWords] | None = None
+
+    def __init__(self, lexical_weight: float = 0.0) -> None:
+        if lexical_weight < 0:
+            raise ValueError("lexical_weight must be >= 0")
+        self.lexical_weight = float(lexical_weight)
+        self.name = (
+            f"embedding-cosine+lexical({self.lexical_weight:g})"
+            if self.lexical_weight
+            else "embedding-cosine"
+        )
+        # (view, its lexicon): made at the first query on a view, dropped with it
+        self._lexicon: tuple[weakref.ref, Lexicon] | None = None
+        self._query: tuple[Lexicon, str, QueryWords] | None = None
+
+    def query_words(self, query: str, view: CueGraphView) -> QueryWords:
+        """The query's weighted words against this view's units (cached per view and query)."""
+        cached = self._lexicon
+        lexicon = cached[1] if cached is not None and cached[0]() is view else None
+        if lexicon is None:
+            lexicon = Lexicon(view)
+            self._lexicon = (weakref.ref(view), lexicon)
+        last = self._query
+        if last is not None and last[0] is lexicon and last[1] == query:
+            return last[2]
+        words = lexicon.query(query)
+        self._query = (lexicon, query, words)
+        return words
 
     def score_paths(self, query, query_vec, view, paths):
         if not paths:
             return np.zeros(0, dtype=np.float32)
+        cosines = self._path_cosines(query_vec, view, paths)
+        if not self.lexical_weight:
+            return cosines
+        cover = self.query_words(query, view).path_coverage(paths)
+        return cosines + self.lexical_weight * cover
+
+    def _path_cosines(self, query_vec, view, paths):
         mat = view.unit_matrix
         if len({len(p) for p in paths}) == 1:
             # Beam search scores paths of one length per depth: one gather, and
@@ -74,6 +124,8 @@ class EmbeddingScorer:
     def score_chunks(self, query, query_vec, view, chunk_rows, texts):
         if len(chunk_rows) == 0:
             return np.zeros(0, dtype=np.float32)
+        # Cosine alone: a chunk's word coverage favours the first-hop passage
+        # dense retrieval already ranks first (measured: docs/methods/cue.md).
         return view.chunk_matrix[list(chunk_rows)] @ query_vec
 
 

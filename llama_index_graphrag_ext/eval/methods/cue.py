@@ -6,11 +6,15 @@ Names (``graphrag-ext bench --methods ...``):
 * ``cue-<alpha>``, e.g. ``cue-0.5``, ``cue-1.0``: the configured LLM writes the
   units of the knapsack-chosen chunks (``--llm``); with the embedded SmolLM2 the
   extraction falls back to sentences and the run says so in its info.
+* Presets (:data:`PRESETS`) go before the ablations: ``cue-0.0`` is the preset
+  chosen on 2wiki-101 (run it on musique-100 and on your own data),
+  ``cue-0.0-tuned-musique`` the one chosen on musique-100 (run it on 2wiki-101),
+  ``cue-0.0-paper`` the paper's M = 5 with plain cosine scores.
 * Ablations (Table 4) append ``-no-sa``, ``-no-ka`` and/or ``-no-qu``:
-  ``cue-0.0-no-sa``, ``cue-0.0-no-qu-no-ka``, ...
+  ``cue-0.0-no-sa``, ``cue-0.0-tuned-musique-no-qu-no-ka``, ...
 
 Options (``--set key=value``): ``K``, ``D``, ``M`` (Q-Iter), ``top_n`` (default:
-the runner's top-k), ``path_weight``, ``fill`` (``dense``/``none``), ``selection``
+the runner's top-k), ``lexical_weight``, ``path_weight``, ``preset``, ``fill`` (``dense``/``none``), ``selection``
 (``bleu``/``cos``/``random``), ``title_entity`` (true/false), ``query_entities``
 (``spacy``/``llm``; default ``llm`` when alpha > 0 and a non-embedded LLM is set).
 """
@@ -27,10 +31,23 @@ from ...cue.index import MultiPartiteIndex
 from ..registry import BenchContext, BenchSystem, register_method
 
 _ABLATIONS = r"(?P<ablations>(?:-no-(?:sa|ka|qu))*)"
+_PRESETS = r"(?:-(?P<preset>paper|tuned-musique))?"
+
+#: Query-time settings of the LLM-free stand-in, by preset (see docs/methods/cue.md).
+#: ``default`` was chosen on 2wiki-101 and is reported on musique-100; ``tuned-musique``
+#: was chosen on musique-100 and is reported on 2wiki-101. ``paper`` is §4.1's M = 5
+#: with the plain cosine scorer and the chunk ranking by R(q, t) alone.
+PRESETS: dict[str, dict[str, float | int]] = {
+    "default": {"M": 10, "lexical_weight": 0.8, "path_weight": 0.25},
+    "tuned-musique": {"M": 8, "lexical_weight": 0.8, "path_weight": 0.5},
+    "paper": {"M": 5, "lexical_weight": 0.0, "path_weight": 0.0},
+}
 
 
 def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> BenchSystem:
     ablations = set(ctx.options.get("ablations", "").split("-no-")) - {""}
+    preset_name = ctx.options.get("preset") or "default"
+    preset = PRESETS[preset_name]
     llm = ctx.llm() if alpha > 0 else None
     cache = str(ctx.cache_dir / "cue-units.sqlite") if ctx.cache_dir and alpha > 0 else None
     index = MultiPartiteIndex.from_documents(
@@ -48,12 +65,13 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
     retriever = index.as_retriever(
         top_k=ctx.option("K", 3),
         depth=ctx.option("D", 3),
-        beam=ctx.option("M", 5),
+        beam=ctx.option("M", preset["M"]),
         top_n=ctx.option("top_n", ctx.top_k),
         use_sa="sa" not in ablations,
         use_ka="ka" not in ablations,
         use_qu="qu" not in ablations,
-        path_weight=ctx.option("path_weight", 0.0),
+        lexical_weight=ctx.option("lexical_weight", preset["lexical_weight"]),
+        path_weight=ctx.option("path_weight", preset["path_weight"]),
         fill=ctx.option("fill", "dense"),
         query_entities=ctx.option("query_entities", "llm" if strong_llm else "spacy"),
         llm=llm,
@@ -69,22 +87,26 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
         "chunks_fallback": stats["extraction"].get("chunks_fallback", 0),
         "llm_index_tokens": stats["extraction"].get("llm_total_tokens", 0),
         "scorer": retriever.scorer.name,
+        "preset": preset_name,
+        "M": retriever.beam,
+        "path_weight": retriever.path_weight,
         "query_entities": retriever.query_entities,
     }
     return BenchSystem(retriever=retriever, info=info, steps=[index.llm_steps, retriever.llm_steps])
 
 
 @register_method(
-    r"cue-0\.0" + _ABLATIONS,
+    r"cue-0\.0" + _PRESETS + _ABLATIONS,
     "llm-free",
-    "CUE-RAG alpha=0: sentence units, spaCy entities, Q-Iter (suffix -no-sa/-no-ka/-no-qu)",
+    "CUE-RAG alpha=0: sentence units, spaCy entities, Q-Iter "
+    "(presets -paper/-tuned-musique; suffix -no-sa/-no-ka/-no-qu)",
 )
 def build_cue_free(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
     return _build(documents, ctx, 0.0)
 
 
 @register_method(
-    r"cue-(?P<alpha>[0-9.]+)" + _ABLATIONS,
+    r"cue-(?P<alpha>[0-9.]+)" + _PRESETS + _ABLATIONS,
     "llm",
     "CUE-RAG with LLM units for the alpha token share (BLEU knapsack), Q-Iter",
 )
