@@ -1,4 +1,4 @@
-"""``graphrag-ext``: the demo, the benchmark runner and the graph viewer."""
+"""``graphrag-ext``: the demo, your own documents (index, query, info), benchmarks, the graph viewer."""
 
 from __future__ import annotations
 
@@ -128,6 +128,117 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _documents(run):
+    """Run a document command: bad input is one ``error:`` line and exit status 2, no traceback."""
+
+    def command(args: argparse.Namespace) -> int:
+        from .core.persist import IndexFormatError
+        from .documents import UserError
+
+        try:
+            return run(args)
+        except (UserError, IndexFormatError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted: the index folder is as it was before this run", file=sys.stderr)
+            return 130
+        except Exception as exc:
+            if args.verbose:
+                raise
+            print(f"error: {type(exc).__name__}: {exc} (-v shows the traceback)", file=sys.stderr)
+            return 1
+
+    return command
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .documents import IndexRequest, run_index
+
+    request = IndexRequest(
+        paths=args.paths,
+        method=args.method,
+        out=args.out,
+        update=args.update,
+        exclude=args.exclude,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        llm=args.llm,
+        options=_parse_sets(args.set),
+        embed_model=args.embed_model,
+        show_progress=not args.quiet,
+    )
+    return run_index(request)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .documents import run_query
+
+    return run_query(
+        args.index_dir,
+        args.question,
+        top_k=args.top_k,
+        answer=not args.no_answer,
+        as_json=args.json,
+        stream=args.stream,
+        provider=args.llm,
+    )
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .documents import run_info
+
+    return run_info(args.index_dir, as_json=args.json)
+
+
+def _add_document_commands(sub) -> None:
+    llm_help = "embedded, openai, openai-like or none (default: from the environment)"
+    index = sub.add_parser(
+        "index", help="index your own files and folders with any method (or --update an index)"
+    )
+    index.add_argument("paths", nargs="+", metavar="PATH", help="files and folders (recursive)")
+    index.add_argument("--method", help="method name (graphrag-ext bench --list)")
+    index.add_argument("--out", metavar="DIR", help="folder to write the index to")
+    index.add_argument(
+        "--update", metavar="DIR", help="update this index: add new and changed files, drop removed"
+    )
+    index.add_argument(
+        "--exclude", action="append", default=[], metavar="GLOB", help="skip matching files"
+    )
+    index.add_argument("--chunk-size", type=int, help="tokens per chunk (default: the paper's)")
+    index.add_argument("--chunk-overlap", type=int, help="tokens of overlap (default: the paper's)")
+    index.add_argument(
+        "--llm", choices=("embedded", "openai", "openai-like", "none"), help=llm_help
+    )
+    index.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="method option, repeatable"
+    )
+    index.add_argument(
+        "--embed-model",
+        default="default",
+        help="'default' (the embedded MiniLM) or 'hash:<dim>' (a near-free stand-in for trials)",
+    )
+    index.add_argument("--quiet", action="store_true", help="no progress bars")
+    index.set_defaults(func=_documents(cmd_index))
+
+    query = sub.add_parser("query", help="ask a question of an index built by graphrag-ext index")
+    query.add_argument("index_dir", metavar="DIR")
+    query.add_argument("question")
+    query.add_argument("--top-k", type=int, default=5, help="passages retrieved")
+    query.add_argument("--no-answer", action="store_true", help="retrieval only (no LLM)")
+    query.add_argument("--json", action="store_true", help="one JSON object (for scripts)")
+    query.add_argument("--stream", action="store_true", help="print the answer as it is written")
+    query.add_argument(
+        "--llm", choices=("embedded", "openai", "openai-like", "none"), help=llm_help
+    )
+    query.set_defaults(func=_documents(cmd_query))
+
+    info = sub.add_parser("info", help="describe an index built by graphrag-ext index")
+    info.add_argument("index_dir", metavar="DIR")
+    info.add_argument("--json", action="store_true", help="the stored description as JSON")
+    info.set_defaults(func=_documents(cmd_info))
+
+
 def cmd_viz(args: argparse.Namespace) -> int:
     from .core.viz import export_index
 
@@ -141,7 +252,8 @@ def cmd_viz(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphrag-ext",
-        description="Graph-RAG methods as LlamaIndex components: demo, benchmarks, graph viewer.",
+        description="Graph-RAG methods as LlamaIndex components: demo, your own documents "
+        "(index, query, info), benchmarks, graph viewer.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -153,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--top-k", type=int, default=3, help="passages shown per question")
     demo.set_defaults(func=cmd_demo)
+
+    _add_document_commands(sub)
 
     bench = sub.add_parser("bench", help="run methods side by side on a benchmark folder")
     bench.add_argument("--data", help="benchmark folder (corpus.jsonl, questions.jsonl)")

@@ -1,0 +1,110 @@
+"""An index folder written by ``graphrag-ext index``: the method's index plus what was indexed.
+
+Layout of ``DIR``::
+
+    DIR/index/collection.json   method, options, chunking, embedder, LLM, files (path ->
+                                 hash, chunks, pages), skipped files, LLM usage, history
+    DIR/index/method/           the method's own persisted index (its manifest.json inside)
+    DIR/llm-cache/*.sqlite      LLM response caches (kept across runs: an interrupted
+                                 build resumes without paying twice)
+
+``DIR/index`` is written with :func:`~llama_index_graphrag_ext.core.persist.atomic_dir`:
+a crash mid-write leaves the previous index whole. The cache lives outside it
+so that a build killed before its first persist still keeps every answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.persist import MANIFEST, atomic_dir, read_json, recover, write_json
+from .errors import UserError
+
+#: Version of ``collection.json``; bump when the layout changes.
+COLLECTION_FORMAT = 1
+COLLECTION_FILE = "collection.json"
+INDEX_DIR = "index"
+METHOD_DIR = "method"
+CACHE_DIR = "llm-cache"
+
+
+@dataclass
+class Collection:
+    """The contents of ``collection.json``."""
+
+    method: str
+    options: dict[str, str]
+    chunking: dict[str, Any]
+    embed_model: str
+    llm: dict[str, Any]
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    sizes: dict[str, Any] = field(default_factory=dict)
+    llm_steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format_version": COLLECTION_FORMAT, "tool": "graphrag-ext index", **self.__dict__}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Collection:
+        data = {k: v for k, v in data.items() if k not in ("format_version", "tool")}
+        return cls(**data)
+
+    def add_usage(self, counts: dict[str, int]) -> None:
+        for key in ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "total_tokens"):
+            self.usage[key] = int(self.usage.get(key, 0)) + int(counts.get(key, 0))
+
+
+def index_dir(folder: Path) -> Path:
+    return Path(folder) / INDEX_DIR
+
+
+def cache_dir(folder: Path) -> Path:
+    path = Path(folder) / CACHE_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def read_collection(folder: str | Path) -> Collection:
+    """Read and check ``DIR``'s collection (every problem is a :class:`UserError`)."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise UserError(f"{folder}: no such folder")
+    if not folder.is_dir():
+        raise UserError(f"{folder} is a file, not an index folder")
+    recover(index_dir(folder))
+    path = index_dir(folder) / COLLECTION_FILE
+    if not path.is_file():
+        if (folder / MANIFEST).is_file():
+            kind = read_json(folder / MANIFEST).get("kind", "?")
+            raise UserError(
+                f"{folder} holds a {kind!r} index written by persist(), not by "
+                "`graphrag-ext index`; load it in Python with its class's load(dir)"
+            )
+        raise UserError(
+            f"{folder} is not an index folder (no {INDEX_DIR}/{COLLECTION_FILE}); "
+            "build one with `graphrag-ext index PATH --method NAME --out DIR`"
+        )
+    try:
+        data = read_json(path)
+    except ValueError as exc:
+        raise UserError(f"{path} is damaged ({exc}); rebuild the index") from exc
+    version = data.get("format_version")
+    if version != COLLECTION_FORMAT:
+        raise UserError(
+            f"{folder} was written in index format {version}; this release reads format "
+            f"{COLLECTION_FORMAT}. Rebuild it: graphrag-ext index PATH... --method "
+            f"{data.get('method', 'NAME')} --out {folder}"
+        )
+    return Collection.from_dict(data)
+
+
+def write_collection(folder: Path, collection: Collection, index: Any) -> None:
+    """Persist the method's index and the collection into ``DIR/index``, atomically."""
+    with atomic_dir(index_dir(folder)) as tmp:
+        index.persist(tmp / METHOD_DIR)
+        write_json(tmp / COLLECTION_FILE, collection.to_dict())

@@ -1,0 +1,279 @@
+"""``graphrag-ext index``: build or update a method's index of a user's files."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.ingestion import run_transformations
+
+from ..core.llm import choose_llm, count_llm_calls, describe_llm
+from . import methods
+from .collection import (
+    METHOD_DIR,
+    Collection,
+    cache_dir,
+    index_dir,
+    read_collection,
+    write_collection,
+)
+from .errors import UserError
+from .reading import ReadFile, Reading, discover, read_files
+
+
+@dataclass
+class IndexRequest:
+    """What ``graphrag-ext index`` was asked (see ``graphrag-ext index --help``)."""
+
+    paths: list[str]
+    method: str | None = None
+    out: str | None = None
+    update: str | None = None
+    exclude: list[str] = field(default_factory=list)
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    llm: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    embed_model: str = "default"
+    show_progress: bool = True
+
+
+def make_embedder(spec: str):
+    """The embedder named ``spec``: ``default`` (MiniLM), ``hash:<dim>`` (a near-free stand-in)."""
+    from ..eval.scale.embedders import make_embedder as make
+
+    try:
+        return make(spec)
+    except ValueError as exc:
+        raise UserError(f"--embed-model {spec}: {exc}") from exc
+
+
+def resolve_llm_for(method: methods.Method, provider: str | None, say) -> tuple[Any, dict]:
+    """The LLM a method's build uses (none for LLM-free methods), announced on stdout."""
+    if not method.uses_llm:
+        say(f"LLM: none (the {method.name} index is built LLM-free)")
+        return None, {"provider": "none", "llm": describe_llm(None), "tier": "llm-free"}
+    try:
+        choice = choose_llm(provider)
+    except (ValueError, ImportError, RuntimeError) as exc:
+        raise UserError(f"--llm {provider or '(environment)'}: {exc}") from exc
+    if choice.llm is None:
+        raise UserError(
+            f"{method.name} builds its index with an LLM and none is configured "
+            f"(--llm {provider or 'from the environment'}); pass --llm embedded|openai|"
+            "openai-like, or pick an LLM-free method (graphrag-ext bench --list)"
+        )
+    say(f"LLM: {choice.describe()} (tier {choice.tier})")
+    return choice.llm, {
+        "provider": provider or "environment",
+        "llm": describe_llm(choice.llm),
+        "tier": choice.tier,
+        "source": choice.source,
+    }
+
+
+@contextlib.contextmanager
+def llm_progress(enabled: bool) -> Iterator[Any]:
+    """Count LLM calls in the block; with ``enabled``, a live bar of calls and tokens so far."""
+    with count_llm_calls() as meter:
+        if not enabled:
+            yield meter
+            return
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=0, bar_format="LLM {postfix}", position=1, leave=True)
+        stop = threading.Event()
+
+        def refresh() -> None:
+            while not stop.wait(0.5):
+                snap = meter.snapshot()
+                bar.set_postfix_str(
+                    f"calls {snap['calls']}, tokens {snap['total_tokens']}, "
+                    f"cache hits {snap['cache_hits']}"
+                )
+
+        thread = threading.Thread(target=refresh, daemon=True)
+        thread.start()
+        try:
+            yield meter
+        finally:
+            stop.set()
+            thread.join()
+            snap = meter.snapshot()
+            bar.set_postfix_str(f"calls {snap['calls']}, tokens {snap['total_tokens']}")
+            bar.close()
+
+
+def _chunk(method, llm, size: int, overlap: int, folder: Path, docs, show: bool):
+    parser = methods.chunker(method, llm, size, overlap, cache_dir(folder))
+    return run_transformations(docs, [parser], show_progress=show), type(parser).__name__
+
+
+def _record_files(collection: Collection, files: list[ReadFile], nodes) -> None:
+    counts: dict[str, int] = {}
+    for node in nodes:
+        counts[node.ref_doc_id] = counts.get(node.ref_doc_id, 0) + 1
+    for read in files:
+        collection.files[read.path] = {
+            "sha256": read.sha256,
+            "chunks": counts.get(read.path, 0),
+            "pages": read.pages,
+        }
+
+
+def _report_skipped(reading: Reading, say) -> None:
+    if reading.skipped:
+        say(f"skipped {len(reading.skipped)} file(s):")
+        for item in reading.skipped:
+            say(f"  {item.path}: {item.reason}")
+
+
+def run_index(req: IndexRequest, say=print) -> int:
+    """Build (``--out``) or update (``--update``) an index; returns the exit status."""
+    if req.update:
+        return _update(req, say)
+    if not req.method or not req.out:
+        raise UserError("index needs --method NAME and --out DIR (or --update DIR)")
+    folder = Path(req.out)
+    method = methods.resolve(req.method, req.options)
+    if (index_dir(folder) / "collection.json").is_file():
+        old = read_collection(folder)
+        if old.method != method.name:
+            raise UserError(
+                f"{folder} holds a {old.method} index; pick another --out, or update it "
+                f"with --update {folder} (method {old.method})"
+            )
+        say(f"{folder} holds a {old.method} index: rebuilding it from scratch")
+    files = discover(req.paths, req.exclude)
+    reading, _ = read_files(files, show_progress=req.show_progress)
+    _report_skipped(reading, say)
+    if not reading.files:
+        raise UserError(
+            f"no file could be indexed ({len(files)} found, {len(reading.skipped)} skipped)"
+        )
+    size = req.chunk_size or method.chunking.size
+    overlap = req.chunk_overlap if req.chunk_overlap is not None else method.chunking.overlap
+    if overlap >= size:
+        raise UserError(f"--chunk-overlap {overlap} must be smaller than the chunk size {size}")
+    embed_model = make_embedder(req.embed_model)
+    llm, llm_info = resolve_llm_for(method, req.llm, say)
+    started = time.perf_counter()
+    docs = [read.document() for read in reading.files]
+    with llm_progress(req.show_progress and llm is not None) as meter:
+        nodes, parser = _chunk(method, llm, size, overlap, folder, docs, req.show_progress)
+        if not nodes:
+            raise UserError("the files gave no chunk to index")
+        index = methods.build(method, nodes, embed_model, llm, cache_dir(folder), req.show_progress)
+    collection = Collection(
+        method=method.name,
+        options=dict(method.options),
+        chunking={
+            "chunk_size": size,
+            "chunk_overlap": overlap,
+            "parser": parser,
+            "default": f"{method.chunking.size}/{method.chunking.overlap}: {method.chunking.source}",
+        },
+        embed_model=req.embed_model,
+        llm=llm_info,
+    )
+    _record_files(collection, reading.files, nodes)
+    collection.skipped = [{"path": s.path, "reason": s.reason} for s in reading.skipped]
+    _finish(collection, index, method, meter, folder, started, "built", say)
+    say(
+        f"indexed {len(reading.files)} file(s) into {len(nodes)} chunk(s) with {method.name} "
+        f"-> {folder}"
+    )
+    return 0
+
+
+def _update(req: IndexRequest, say) -> int:
+    folder = Path(req.update)
+    collection = read_collection(folder)
+    if req.method and req.method != collection.method:
+        raise UserError(
+            f"{folder} holds a {collection.method} index, not {req.method}; "
+            f"drop --method or build a new index with --out"
+        )
+    for flag, value in (("--chunk-size", req.chunk_size), ("--chunk-overlap", req.chunk_overlap)):
+        if value is not None:
+            raise UserError(f"{flag} cannot change on --update (the index keeps its chunking)")
+    method = methods.resolve(collection.method, collection.options)
+    files = discover(req.paths, req.exclude)
+    known = {path: info["sha256"] for path, info in collection.files.items()}
+    reading, unchanged = read_files(files, known=known, show_progress=req.show_progress)
+    _report_skipped(reading, say)
+    present = {str(p) for p in files}
+    removed = sorted(p for p in known if p not in present)
+    changed = [r for r in reading.files if r.path in known]
+    added = [r for r in reading.files if r.path not in known]
+    say(
+        f"update: {len(added)} new, {len(changed)} changed, {len(removed)} removed, "
+        f"{len(unchanged)} unchanged"
+    )
+    for tag, paths in (
+        ("+", [r.path for r in added]),
+        ("~", [r.path for r in changed]),
+        ("-", removed),
+    ):
+        for path in paths:
+            say(f"  {tag} {path}")
+    if not (added or changed or removed):
+        say("nothing to do: the index is up to date")
+        return 0
+    if not (added or set(known) - set(removed) - {r.path for r in changed}):
+        raise UserError("the update would leave the index empty; nothing was changed")
+    embed_model = make_embedder(collection.embed_model)
+    llm, _ = resolve_llm_for(method, req.llm, say)
+    started = time.perf_counter()
+    index = methods.load(
+        method, index_dir(folder) / METHOD_DIR, embed_model, llm, cache_dir(folder)
+    )
+    docs = [r.document() for r in added + changed]
+    with llm_progress(req.show_progress and llm is not None) as meter:
+        for path in removed + [r.path for r in changed]:
+            index.delete_ref_doc(path)
+            collection.files.pop(path, None)
+        nodes = []
+        if docs:
+            size, overlap = collection.chunking["chunk_size"], collection.chunking["chunk_overlap"]
+            nodes, _ = _chunk(method, llm, size, overlap, folder, docs, req.show_progress)
+            if nodes:
+                index.insert_nodes(nodes)
+    _record_files(collection, added + changed, nodes)
+    collection.skipped = [{"path": s.path, "reason": s.reason} for s in reading.skipped]
+    _finish(collection, index, method, meter, folder, started, "updated", say)
+    say(f"updated {folder}: {len(collection.files)} file(s) indexed")
+    return 0
+
+
+def _finish(collection, index, method, meter, folder: Path, started: float, what: str, say):
+    counts = meter.snapshot()
+    collection.add_usage(counts)
+    steps = getattr(index, "llm_steps", None)
+    if steps is not None:
+        collection.llm_steps = [record.to_dict() for record in steps.records()]
+        fallbacks = [r for r in steps.records() if getattr(r, "fallbacks", 0)]
+        for record in fallbacks:
+            say(f"warning: {record.step}: {record.fallbacks} fallback(s) to the LLM-free stand-in")
+    collection.sizes = methods.sizes(method, index)
+    collection.history.append(
+        {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "action": what,
+            "files": len(collection.files),
+            "seconds": round(time.perf_counter() - started, 2),
+            "llm_calls": counts["calls"],
+            "llm_tokens": counts["total_tokens"],
+        }
+    )
+    write_collection(folder, collection, index)
+    if counts["calls"] or counts["cache_hits"]:
+        say(
+            f"LLM: {counts['calls']} call(s), {counts['total_tokens']} token(s), "
+            f"{counts['cache_hits']} answered from the cache in {folder / 'llm-cache'}"
+        )

@@ -1,0 +1,201 @@
+"""``graphrag-ext query`` and ``graphrag-ext info`` over a folder written by ``graphrag-ext index``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.schema import NodeWithScore
+
+from ..core.llm import choose_llm, describe_llm
+from . import methods
+from .collection import METHOD_DIR, Collection, cache_dir, index_dir, read_collection
+from .errors import UserError
+from .indexing import make_embedder
+from .reading import page_of
+
+#: Metadata a chunk carries from its file (everything else a retriever added is evidence).
+FILE_KEYS = frozenset({"file_path", "file_name", "title"})
+
+
+def _open(folder: str, llm: Any):
+    collection = read_collection(folder)
+    method = methods.resolve(collection.method, collection.options)
+    embed_model = make_embedder(collection.embed_model)
+    path = index_dir(Path(folder)) / METHOD_DIR
+    from ..core.persist import IndexFormatError
+
+    try:
+        index = methods.load(method, path, embed_model, llm, cache_dir(Path(folder)))
+    except IndexFormatError as exc:
+        raise UserError(f"{folder}: {exc}") from exc
+    return collection, method, embed_model, index
+
+
+def passage_record(rank: int, result: NodeWithScore, collection: Collection) -> dict[str, Any]:
+    """One retrieved passage: file, position (characters, page), score, text and evidence."""
+    node = result.node
+    path = node.metadata.get("file_path") or node.ref_doc_id
+    start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
+    pages = (collection.files.get(path) or {}).get("pages") or []
+    evidence = {k: v for k, v in node.metadata.items() if k not in FILE_KEYS}
+    if set(evidence) == {"evidence"} and isinstance(evidence["evidence"], dict):
+        evidence = evidence["evidence"]  # the suite's retrievers nest theirs under one key
+    return {
+        "rank": rank,
+        "score": None if result.score is None else float(result.score),
+        "file": path,
+        "start_char": start,
+        "end_char": end,
+        "page": page_of(pages, start),
+        "chunk_id": node.node_id,
+        "text": node.get_content(),
+        "evidence": json.loads(json.dumps(evidence, default=str)),
+    }
+
+
+def run_query(
+    folder: str,
+    question: str,
+    top_k: int = 5,
+    answer: bool = True,
+    as_json: bool = False,
+    stream: bool = False,
+    provider: str | None = None,
+    say=print,
+) -> int:
+    """Answer ``question`` from the index in ``folder`` (or only retrieve, ``answer=False``)."""
+    if not question.strip():
+        raise UserError("the question is empty")
+    if top_k <= 0:
+        raise UserError("--top-k must be positive")
+    llm, note = None, None
+    if answer:
+        try:
+            llm = choose_llm(provider).llm
+        except (ValueError, ImportError, RuntimeError) as exc:
+            raise UserError(f"--llm {provider or '(environment)'}: {exc}") from exc
+        if llm is None:
+            note = "no answer: no LLM is configured (--llm none); showing the retrieved passages"
+    collection, method, embed_model, index = _open(folder, llm)
+    retriever = methods.retriever(method, index, embed_model, top_k, llm)
+    text = None
+    if llm is not None:
+        engine = methods.query_engine(
+            method, index, retriever, llm, cache_dir(Path(folder)), stream
+        )
+        response = engine.query(question)
+        # An engine that answers from summaries (FG-RAG's) may cite no chunk: show the retriever's.
+        results = list(response.source_nodes) or retriever.retrieve(question)
+        if stream and not as_json:
+            say("Answer: ", end="")
+            pieces = []
+            for piece in response.response_gen:
+                pieces.append(piece)
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+            say("")
+            text = "".join(pieces)
+        elif stream:
+            text = "".join(response.response_gen)
+        else:
+            text = str(response)
+    else:
+        results = retriever.retrieve(question)
+    passages = [passage_record(i + 1, r, collection) for i, r in enumerate(results[:top_k])]
+    if as_json:
+        say(
+            json.dumps(
+                {
+                    "question": question,
+                    "method": method.name,
+                    "llm": describe_llm(llm),
+                    "answer": text,
+                    "note": note,
+                    "passages": passages,
+                },
+                ensure_ascii=False,
+            )
+        )
+        return 0
+    if text is not None and not stream:
+        say(f"Answer: {text.strip()}\n")
+    elif note:
+        say(f"{note}\n")
+    for p in passages:
+        where = f"chars {p['start_char']}-{p['end_char']}"
+        if p["page"] is not None:
+            where += f", page {p['page']}"
+        score = "" if p["score"] is None else f"  score {p['score']:.4f}"
+        say(f"[{p['rank']}] {p['file']} ({where}){score}")
+        if p["evidence"]:
+            say(f"    evidence: {_short(p['evidence'])}")
+        say(f"    {_snippet(p['text'])}")
+    if not passages:
+        say("(no passage retrieved)")
+    return 0
+
+
+def _short(evidence: dict[str, Any], limit: int = 300) -> str:
+    text = json.dumps(evidence, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _snippet(text: str, limit: int = 240) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def run_info(folder: str, as_json: bool = False, say=print) -> int:
+    """Describe the index in ``folder``: method, settings, tiers, fallbacks, sizes, LLM usage."""
+    collection = read_collection(folder)
+    methods.resolve(collection.method, collection.options)  # still a known method
+    if as_json:
+        say(json.dumps(collection.to_dict(), ensure_ascii=False, default=str))
+        return 0
+    c = collection
+    say(f"index:      {Path(folder).resolve()}")
+    say(f"method:     {c.method}")
+    say(f"options:    {json.dumps(c.options) if c.options else '(defaults)'}")
+    chunking = c.chunking
+    say(
+        f"chunking:   {chunking['chunk_size']}/{chunking['chunk_overlap']} tokens "
+        f"({chunking['parser']}; method default {chunking['default']})"
+    )
+    say(f"embedder:   {c.embed_model}")
+    say(f"LLM:        {c.llm.get('llm')} (tier {c.llm.get('tier')})")
+    for record in c.llm_steps:
+        who = f"{record.get('llm_class')}({record.get('model')})" if record.get("llm_class") else ""
+        line = f"  step {record['step']}: {record['tier']} {who}".rstrip()
+        if record.get("fallbacks"):
+            line += f", {record['fallbacks']} of {record.get('items', 0)} fell back"
+            line += f" to {record.get('stand_in')} {record.get('reasons') or ''}".rstrip()
+        elif record.get("note"):
+            line += f" ({record['note']})"
+        say(line)
+    chunks = sum(int(f.get("chunks", 0)) for f in c.files.values())
+    say(f"documents:  {len(c.files)} file(s), {chunks} chunk(s)")
+    graph = c.sizes.get("graph")
+    if graph:
+        say(f"graph:      nodes {graph.get('nodes')}, edges {graph.get('edges')}")
+    counts = {k: v for k, v in (c.sizes.get("stats") or {}).items() if isinstance(v, int)}
+    if counts:
+        say(f"sizes:      {json.dumps(counts)}")
+    u = c.usage
+    say(
+        f"LLM usage:  {u.get('calls', 0)} call(s), {u.get('total_tokens', 0)} token(s) "
+        f"({u.get('prompt_tokens', 0)} prompt, {u.get('completion_tokens', 0)} completion), "
+        f"{u.get('cache_hits', 0)} cache hit(s)"
+    )
+    if c.skipped:
+        say(f"skipped:    {len(c.skipped)} file(s) at the last run")
+        for s in c.skipped:
+            say(f"  {s['path']}: {s['reason']}")
+    for h in c.history:
+        say(
+            f"history:    {h['at']} {h['action']}: {h['files']} file(s), {h['seconds']} s, "
+            f"{h['llm_calls']} LLM call(s)"
+        )
+    return 0
