@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from ..baselines import BM25Retriever, DenseRetriever
 from ..baselines.numpy_store import NumpyVectorStore
+from ..core.nodes import with_evidence
 
 _VECTORS = "default__vector_store.json"
 
@@ -117,3 +119,51 @@ class BM25Documents:
 
     def sizes(self) -> dict[str, Any]:
         return {"chunks": self.chunk_count()}
+
+
+class HybridDocuments(DenseDocuments):
+    """``li-hybrid``: the ``dense`` index, and at query time LlamaIndex's ``BM25Retriever``
+    over its chunks fused with its vector retriever by ``QueryFusionRetriever`` (reciprocal
+    rank, one query, no LLM), as :func:`~llama_index_graphrag_ext.baselines.hybrid.llama_index_hybrid`
+    builds it for the benchmarks."""
+
+    kind = "li-hybrid"
+
+    def retriever(self, top_k: int, options: dict[str, str]):
+        from llama_index.core.llms import MockLLM
+        from llama_index.core.retrievers import QueryFusionRetriever
+        from llama_index.retrievers.bm25 import BM25Retriever as LlamaIndexBM25
+
+        nodes = list(self.index.docstore.docs.values())
+        bm25 = LlamaIndexBM25(nodes=nodes, similarity_top_k=min(top_k, len(nodes)), language="en")
+        fusion = QueryFusionRetriever(
+            [self.index.as_retriever(similarity_top_k=top_k), bm25],
+            llm=MockLLM(),  # num_queries=1 never asks it; it keeps Settings.llm unresolved
+            mode="reciprocal_rerank",
+            similarity_top_k=top_k,
+            num_queries=1,
+            use_async=False,
+        )
+        return _RankEvidence(fusion, "li-hybrid", "rrf")
+
+
+class _RankEvidence(BaseRetriever):
+    """A retriever whose results carry ``{"method", "rank", <score name>}`` as evidence."""
+
+    def __init__(self, inner: BaseRetriever, method: str, score_name: str) -> None:
+        self._inner, self._method, self._score_name = inner, method, score_name
+        super().__init__()
+
+    def _wrap(self, results: list[NodeWithScore]) -> list[NodeWithScore]:
+        return [
+            with_evidence(
+                r.node, r.score, {"method": self._method, "rank": i + 1, self._score_name: r.score}
+            )
+            for i, r in enumerate(results)
+        ]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._wrap(self._inner.retrieve(query_bundle))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._wrap(await self._inner.aretrieve(query_bundle))

@@ -44,6 +44,7 @@ class Chunking:
 CHUNKING = {
     "dense": Chunking(1024, 200, "LlamaIndex's SentenceSplitter default"),
     "bm25": Chunking(1024, 200, "LlamaIndex's SentenceSplitter default"),
+    "li-hybrid": Chunking(1024, 200, "LlamaIndex's SentenceSplitter default"),
     "qcg": Chunking(1200, 100, "QCG-RAG §4.1: 1200-token chunks, 100 overlap"),
     "cue": Chunking(128, 0, "CUE-RAG is silent; its chunks were ~110-135-token passages (§4.1)"),
     "chainrag": Chunking(128, 0, "ChainRAG is silent; its chunks were benchmark passages"),
@@ -54,6 +55,7 @@ CHUNKING = {
 _FAMILIES = {
     "dense": "dense",
     "bm25": "bm25",
+    "li-hybrid": "li-hybrid",
     "qcg-sentences": "qcg",
     "qcg": "qcg",
     "cue": "cue",
@@ -158,7 +160,7 @@ def build(
     steps: Any = None,
 ) -> Any:
     """Build the method's index from chunk nodes."""
-    from .baselines import BM25Documents, DenseDocuments
+    from .baselines import BM25Documents, DenseDocuments, HybridDocuments
 
     family, ctx = method.family, _ctx(method, embed_model, 10, cache_dir)
     nodes = list(nodes)
@@ -169,6 +171,8 @@ def build(
         return DenseDocuments.build(nodes, embed_model, show_progress)
     if family == "bm25":
         return BM25Documents.build(nodes)
+    if family == "li-hybrid":
+        return HybridDocuments.build(nodes, embed_model, show_progress)
     if family == "qcg":
         return _build_qcg(method, nodes, ctx, llm, common)
     if family == "cue":
@@ -279,8 +283,10 @@ def load(
     """Load the index :func:`build` made and the collection persisted in ``folder``."""
     import importlib
 
-    from .baselines import BM25Documents, DenseDocuments
+    from .baselines import BM25Documents, DenseDocuments, HybridDocuments
 
+    if method.family == "li-hybrid":
+        return HybridDocuments.load(folder, embed_model)
     if method.family == "dense":
         return DenseDocuments.load(folder, embed_model)
     if method.family == "bm25":
@@ -301,7 +307,7 @@ def load(
 def retriever(method: Method, index: Any, embed_model: BaseEmbedding, top_k: int, llm: LLM | None):
     """The method's retriever over a loaded index, with the options it was built with."""
     family, ctx = method.family, _ctx(method, embed_model, top_k, None)
-    if family in ("dense", "bm25"):
+    if family in ("dense", "bm25", "li-hybrid"):
         return index.retriever(top_k, method.options)
     if family == "qcg":
         return index.as_retriever(similarity_top_k=top_k)
@@ -350,7 +356,7 @@ def retriever(method: Method, index: Any, embed_model: BaseEmbedding, top_k: int
 
 def sizes(method: Method, index: Any) -> dict[str, Any]:
     """Chunks and graph sizes (nodes and edges by kind where the method has a graph)."""
-    if method.family in ("dense", "bm25"):
+    if method.family in ("dense", "bm25", "li-hybrid"):
         return index.sizes()
     out: dict[str, Any] = {"chunks": len(index)}
     graph = index.graph

@@ -19,6 +19,7 @@ EMBED = ["--embed-model", "hash:384", "--quiet"]
 LLM_FREE = [
     ("dense", []),
     ("bm25", []),
+    ("li-hybrid", []),
     ("qcg-sentences", []),
     ("cue-0.0", []),
     ("chainrag-retriever", []),
