@@ -15,7 +15,7 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.text import DEFAULT_ENTITY_LABELS, analyze_batch, load_spacy, normalize_entity
-from .sentence_graph import EDGE_KINDS, SentenceGraph
+from .sentence_graph import EDGE_KINDS, KeyCut, SentenceGraph
 from .sentences import SentenceTable, SentenceTableBuilder
 
 logger = logging.getLogger(__name__)
@@ -38,8 +38,7 @@ class SentenceGraphIndex(GraphIndexBase):
 
     Args:
         nodes: Chunk nodes (``from_documents`` makes them).
-        alpha: Share of each sentence's entities kept as key entities for EC edges
-            (paper §4.1: 60 %).
+        alpha: Share of entities kept as key entities for EC edges (paper §4.1: 60 %).
         m: SS neighbours per sentence (paper §4.1: 10).
         window: SA span: sentences at most this far apart in a chunk are linked (§3.1: 3).
         entity_labels: spaCy labels kept as entities (default: all but purely numeric ones).
@@ -48,6 +47,12 @@ class SentenceGraphIndex(GraphIndexBase):
             leading title line in the text is not indexed as a sentence. ``None``
             embeds the bare sentences.
         spacy_model: spaCy pipeline name (default: ``en_core_web_sm`` or its repackaging).
+        key_importance / key_cut / max_df / keep_rarest: The rest of the
+            key-entity cut (:class:`~.sentence_graph.KeyCut`): IDF importance,
+            one global cut, hubs on more than 20 sentences never key, each
+            sentence's rarest linking entity kept (chosen on 2wiki-101;
+            ``key_importance="bm25", key_cut="sentence", max_df=None,
+            keep_rarest=False`` is the authors' code's importance).
         **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
             ``show_progress`` (see :class:`~..core.index.GraphIndexBase`).
     """
@@ -63,9 +68,19 @@ class SentenceGraphIndex(GraphIndexBase):
         entity_labels: Collection[str] | None = None,
         title_key: str | None = "title",
         spacy_model: str | None = None,
+        key_importance: str = "idf",
+        key_cut: str = "global",
+        max_df: int | None = 20,
+        keep_rarest: bool = True,
     ) -> None:
-        if not 0.0 < float(alpha) <= 1.0:
-            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        # Validates every field of the cut (alpha in (0, 1], known kinds, max_df >= 0).
+        self.key_cut = KeyCut(
+            alpha=float(alpha),
+            importance=key_importance,
+            cut=key_cut,
+            max_df=int(max_df) if max_df else None,
+            keep_rarest=bool(keep_rarest),
+        )
         if int(m) < 0 or int(window) < 0:
             raise ValueError("m and window must be >= 0")
         self.alpha, self.m, self.window = float(alpha), int(m), int(window)
@@ -87,6 +102,10 @@ class SentenceGraphIndex(GraphIndexBase):
             "entity_labels": self.entity_labels,
             "title_key": self.title_key,
             "spacy_model": self.spacy_model,
+            "key_importance": self.key_cut.importance,
+            "key_cut": self.key_cut.cut,
+            "max_df": self.key_cut.max_df,
+            "keep_rarest": self.key_cut.keep_rarest,
         }
 
     # ------------------------------------------------------------------ reading
@@ -201,7 +220,7 @@ class SentenceGraphIndex(GraphIndexBase):
         vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
         # Readers keep using the old snapshot until this assignment (thread-safe swap).
         self._sg = SentenceGraph.build(
-            self._sentences, vectors, alpha=self.alpha, m=self.m, window=self.window
+            self._sentences, vectors, m=self.m, window=self.window, key_cut=self.key_cut
         )
         self._graph = None
         logger.info(

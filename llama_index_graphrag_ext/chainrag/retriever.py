@@ -6,7 +6,8 @@ hop over the chosen edge kinds, each hop's new sentences reranked and added
 until the word budget (3,000 words, §4.1) is spent. The query engine drives it
 one hop at a time and asks its LLM after each hop whether the gathered sentences
 suffice; :class:`SentenceGraphRetriever` runs a fixed number of hops without an
-LLM and returns the source chunks ranked by their best sentences.
+LLM, ranks every candidate sentence in one list and returns the source chunks
+in the order of their best sentences.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ from .sentence_graph import EDGE_KINDS, SentenceGraph, check_edge_kinds
 
 if TYPE_CHECKING:
     from .index import SentenceGraphIndex
+
+
+#: How sentences reached over an edge are scored (see :class:`SentenceSearch`).
+NEIGHBOR_SCORES: tuple[str, ...] = ("question", "propagate")
+#: Share of a source's score that a neighbour reached over each edge kind may add
+#: (``neighbor_score="propagate"``), chosen on 2wiki-101 (``docs/methods/chainrag.md``):
+#: SS neighbours gain nothing, they are scored against the question alone.
+DEFAULT_EDGE_WEIGHTS: dict[str, float] = {"EC": 0.4, "SS": 0.0, "SA": 0.4}
+#: How the retriever turns gathered sentences into a ranked list.
+RANKINGS: tuple[str, ...] = ("one", "graph")
 
 
 def word_count(text: str) -> int:
@@ -96,6 +107,12 @@ class SentenceSearch:
             cross-encoder through ``FlagEmbeddingReranker``), asked for every
             candidate whatever its ``top_n``; without one, sentences are ranked
             by cosine similarity.
+        neighbor_score: How a sentence reached over an edge is scored:
+            ``"question"`` (its cosine / reranker score, like every other
+            candidate) or ``"propagate"`` (cosine only: see :meth:`_propagated`).
+        edge_weights: Per edge kind, the share of the source's score a
+            neighbour may add under ``"propagate"`` (default
+            :data:`DEFAULT_EDGE_WEIGHTS`, tuned on 2wiki-101).
     """
 
     def __init__(
@@ -107,9 +124,19 @@ class SentenceSearch:
         edge_kinds: Sequence[str] = EDGE_KINDS,
         word_budget: int = 3000,
         reranker: BaseNodePostprocessor | None = None,
+        neighbor_score: str = "question",
+        edge_weights: dict[str, float] | None = None,
     ) -> None:
         if candidate_k <= 0 or seed_k <= 0 or word_budget <= 0:
             raise ValueError("candidate_k, seed_k and word_budget must be positive")
+        if neighbor_score not in NEIGHBOR_SCORES:
+            raise ValueError(f"neighbor_score must be one of {NEIGHBOR_SCORES}")
+        self.neighbor_score = neighbor_score
+        weights = {**DEFAULT_EDGE_WEIGHTS, **(edge_weights or {})}
+        unknown = set(weights) - set(EDGE_KINDS)
+        if unknown or any(w < 0 for w in weights.values()):
+            raise ValueError(f"edge_weights: kinds from {EDGE_KINDS}, weights >= 0")
+        self.edge_weights = {k: float(weights[k]) for k in EDGE_KINDS}
         self.index = index
         self.candidate_k = int(candidate_k)
         self.seed_k = int(seed_k)
@@ -179,6 +206,8 @@ class SentenceSearch:
             state.exhausted = True
             return 0
         cos = state.graph.vectors[new] @ state.query_vector
+        if self.neighbor_score == "propagate" and self.reranker is None:
+            cos = np.maximum(cos, self._propagated(state, new, reach, cos))
         state.hops += 1
         added: list[int] = []
         for row, score in self._rerank(state, new, cos):
@@ -188,8 +217,35 @@ class SentenceSearch:
         state.frontier = added
         return len(added)
 
+    def _propagated(
+        self,
+        state: SearchState,
+        new: Sequence[int],
+        reach: dict[int, dict[str, list[int]]],
+        cos: np.ndarray,
+    ) -> np.ndarray:
+        """Each new row's cosine plus a share of the best score among the rows that reached it.
+
+        ``cos + w[kind] * score(source)``, never above ``score(source)``: an
+        edge from a sentence that matches the question is evidence for its
+        neighbour (the LLM-free stand-in for §3.3, where the next hop is
+        searched with a sub-question completed by what this hop found), and a
+        neighbour never outranks the sentence that led to it.
+        """
+        gathered, weight = state.gathered, self.edge_weights
+        out = np.empty(len(new), dtype=np.float32)
+        for i, (row, own) in enumerate(zip(new, cos.tolist(), strict=True)):
+            best = -np.inf
+            for kind, sources in reach[row].items():
+                w = weight[kind]
+                for src in sources:
+                    score = gathered[src].score
+                    best = max(best, min(own + w * score, score))
+            out[i] = best
+        return out
+
     def search(self, query: str, hops: int = 1) -> SearchState:
-        """Seeds plus ``hops`` expansions (the LLM-free schedule)."""
+        """Seeds plus at most ``hops`` expansions."""
         state = self.start(query)
         for _ in range(hops):
             if not self.expand(state):
@@ -198,27 +254,49 @@ class SentenceSearch:
 
 
 class SentenceGraphRetriever(BaseRetriever):
-    """ChainRAG's LLM-free retrieval: seeds, 1-hop expansion, chunks ranked by best sentences.
+    """ChainRAG's retrieval (§3.2) with its LLM steps removed; returns ranked chunks.
 
-    The gathered sentences (seeds and their reranked neighbours within the word
-    budget) decide the first chunks, each ranked by its best gathered sentence.
-    When they cover fewer than ``similarity_top_k`` chunks and ``fill`` is on,
-    the list is completed from the first-round candidate pool (marked
-    ``candidate`` in the evidence). Each chunk carries its sentences, their roles,
-    hop, the edge kinds that brought them in and the key entities shared over EC.
+    1. Seeds: the top ``candidate_k`` sentences by cosine (the candidate pool),
+       reranked, the best ``seed_k`` kept (§3.2, §4.1).
+    2. Expansion over the chosen edge kinds, each hop's new sentences added
+       best-first until the word budget is spent (§3.2, §4.1). The paper
+       explores all 1-hop neighbours first and goes further only when its LLM
+       judges the context insufficient; without that judgement the default is
+       the first exploration (``hops=1``; more hops measured worse).
+    3. One ranking: every candidate (seeds, the rest of the pool and the
+       expanded sentences) sorted by one score, as §3.4's CxtInt reranks the
+       union of retrieved sentences against the question. A pool sentence's
+       score is its cosine (or reranker score); an expanded sentence's is its
+       cosine raised by ``edge_weights[kind]`` times the score of the sentence
+       that reached it, capped at that score (``neighbor_score="propagate"``,
+       the LLM-free stand-in for §3.3's entity-completed next hop). A
+       high-cosine sentence outside the neighbourhood still outranks a
+       low-cosine neighbour.
+    4. Chunks: each sentence maps to its source chunk; a chunk takes the rank
+       of its best sentence (deduplicated by source, first occurrence kept),
+       and the runner reads chunk ids (one passage = one chunk) in that order.
+
+    ``rank="graph"`` keeps the earlier order (gathered sentences' chunks first,
+    then the pool) for comparison. Each chunk carries its sentences, their
+    roles, hop, the edge kinds that brought them in and the key entities shared
+    over EC.
 
     Args:
         index: The sentence graph index.
         similarity_top_k: Chunks to return.
         candidate_k: First-round candidates (§4.1: 100).
         seed_k: Seeds (§4.1: 3).
-        hops: Expansion hops (§3.2: the first exploration takes all 1-hop neighbours).
+        hops: Expansion hops at most (default 1, the paper's first
+            exploration); ``None``: until the budget is spent or nothing new
+            is reachable.
         edge_kinds: Edge kinds to follow (``("EC", "SS", "SA")``; drop some for ablations).
         word_budget: Word limit of the gathered sentences (§4.1: 3,000).
         reranker: Optional LlamaIndex reranking postprocessor (cosine when ``None``).
-        rank: ``"graph"`` (gathered sentences' chunks first, then the pool) or
-            ``"merged"`` (gathered and pool sentences ranked together by score).
-        fill: Complete the list from the candidate pool.
+        neighbor_score: ``"propagate"`` or ``"question"`` (see :class:`SentenceSearch`).
+        edge_weights: Per-kind shares for ``"propagate"`` (default
+            :data:`DEFAULT_EDGE_WEIGHTS`).
+        rank: ``"one"`` (one ranking of every candidate) or ``"graph"``.
+        fill: With ``rank="graph"``, complete the list from the candidate pool.
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
     """
 
@@ -228,24 +306,26 @@ class SentenceGraphRetriever(BaseRetriever):
         similarity_top_k: int = 10,
         candidate_k: int = 100,
         seed_k: int = 3,
-        hops: int = 1,
+        hops: int | None = 1,
         edge_kinds: Sequence[str] = EDGE_KINDS,
         word_budget: int = 3000,
         reranker: BaseNodePostprocessor | None = None,
-        rank: str = "graph",
+        neighbor_score: str = "propagate",
+        edge_weights: dict[str, float] | None = None,
+        rank: str = "one",
         fill: bool = True,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
         if similarity_top_k <= 0:
             raise ValueError("similarity_top_k must be positive")
-        if hops < 0:
-            raise ValueError("hops must be >= 0")
-        if rank not in ("graph", "merged"):
-            raise ValueError(f"rank must be 'graph' or 'merged', got {rank!r}")
+        if hops is not None and hops < 0:
+            raise ValueError("hops must be >= 0 (or None: until the budget)")
+        if rank not in RANKINGS:
+            raise ValueError(f"rank must be one of {RANKINGS}, got {rank!r}")
         self.index = index
         self.similarity_top_k = int(similarity_top_k)
-        self.hops = int(hops)
+        self.hops = None if hops is None else int(hops)
         self.rank = rank
         self.fill = bool(fill)
         self.search = SentenceSearch(
@@ -255,15 +335,24 @@ class SentenceGraphRetriever(BaseRetriever):
             edge_kinds=edge_kinds,
             word_budget=word_budget,
             reranker=reranker,
+            neighbor_score=neighbor_score,
+            edge_weights=edge_weights,
         )
         super().__init__(callback_manager=callback_manager, **kwargs)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        require_query(query_bundle.query_str, query_bundle.embedding)
-        state = self.search.start(query_bundle.query_str, _bundle_vector(query_bundle))
-        for _ in range(self.hops):
+    def search_state(self, query: str, query_vector: np.ndarray | None = None) -> SearchState:
+        """Seeds and expansion for one query (steps 1-2), without the chunk mapping."""
+        state = self.search.start(query, query_vector)
+        done = 0
+        while self.hops is None or done < self.hops:
             if not self.search.expand(state):
                 break
+            done += 1
+        return state
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
+        state = self.search_state(query_bundle.query_str, _bundle_vector(query_bundle))
         return chunks_from_state(self.index, state, self.similarity_top_k, self.rank, self.fill)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -298,17 +387,16 @@ def describe_sentence(sg: SentenceGraph, item: Gathered) -> dict[str, Any]:
     return out
 
 
-def chunks_from_state(
-    index: SentenceGraphIndex,
-    state: SearchState,
-    top_k: int,
-    rank: str = "graph",
-    fill: bool = True,
-) -> list[NodeWithScore]:
-    """The source chunks of a search, ranked by their best sentences, with evidence."""
+def ranked_chunk_ids(state: SearchState, top_k: int, rank: str = "one", fill: bool = True):
+    """Chunk ids in rank order and each chunk's sentences (best first).
+
+    ``rank="one"``: gathered and pool sentences in one list by score; a chunk
+    is ranked by its best sentence. ``rank="graph"``: gathered sentences'
+    chunks first, then (with ``fill``) the pool's.
+    """
     sg = state.graph
     items = list(state.gathered.values())
-    if fill or rank == "merged":
+    if fill or rank == "one":
         pool = [Gathered(r, s, "candidate") for r, s in state.candidates if r not in state.gathered]
     else:
         pool = []
@@ -325,12 +413,25 @@ def chunks_from_state(
                 by_chunk[cid] = []
             by_chunk[cid].append(item)
 
-    if rank == "merged":
+    if rank == "one":
         take(items + pool)
     else:
         take(items)
         if fill:
             take(pool)
+    return order, by_chunk
+
+
+def chunks_from_state(
+    index: SentenceGraphIndex,
+    state: SearchState,
+    top_k: int,
+    rank: str = "one",
+    fill: bool = True,
+) -> list[NodeWithScore]:
+    """The source chunks of a search, ranked by their best sentences, with evidence."""
+    sg = state.graph
+    order, by_chunk = ranked_chunk_ids(state, top_k, rank, fill)
     chunks = {n.node_id: n for n in index.get_chunks(order)} if order else {}
     results = []
     for rank_no, cid in enumerate(order, start=1):

@@ -2,15 +2,20 @@
 
 One row per sentence. Three labelled edge kinds join the rows:
 
-* **EC** (entity co-occurrence): two sentences share a *key* entity, i.e. one of
-  the top-α % of their spaCy entities ranked by BM25 importance (α = 60 in §4.1).
+* **EC** (entity co-occurrence): two sentences share a *key* entity, one kept by
+  the top-α % cut of §3.1 (α = 60 in §4.1; how importance is measured, where
+  the share is taken and the hub cap are in :mod:`.key_entities`).
   The pairwise edges are never materialised: a key-entity incidence matrix ``K``
   (sentences × entities) answers "EC neighbours of these rows" as ``K[rows] @ K.T``,
   which is the paper's "mappings of entities to all sentences" and avoids the
   quadratic cliques that frequent entities would create.
 * **SS** (semantic similarity): each sentence's top-m (m = 10) neighbours by cosine,
   kept if either end lists the other (blocked kNN, :func:`~..core.embeddings.knn_graph`).
-* **SA** (structural adjacency): sentences at most ``window`` (3) apart in the same chunk.
+* **SA** (structural adjacency): sentences at most ``window`` (3) apart in the same
+  chunk. The paper's window runs over one question's concatenated context; a
+  corpus index has no such context, and running it over corpus order would link
+  passages by where a benchmark file lists them (musique-100 puts a question's
+  gold passages a median 8 rows apart), so SA stays inside a chunk's text.
 
 A :class:`SentenceGraph` is built once per index change and then only read, so
 retrieval threads share it without locks.
@@ -18,16 +23,26 @@ retrieval threads share it without locks.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..core.arrays import csr, first_appearance_codes, indptr_of, take_rows
+from ..core.arrays import csr, indptr_of, take_rows
 from ..core.embeddings import knn_graph, union_knn_edges
+from .key_entities import (
+    CUT_KINDS,
+    IMPORTANCE_KINDS,
+    PAPER_BM25_CUT,
+    KeyCut,
+    entity_importance,
+    incidence,
+    key_entities,
+    key_entity_rows,
+    key_incidence,
+)
 from .sentences import SentenceRecord, SentenceRecords, SentenceTable, row_index
 
 #: The three edge kinds of the paper (§3.1), in the order the paper lists them.
@@ -41,139 +56,6 @@ def check_edge_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown edge kind(s) {sorted(unknown)}; choose from {EDGE_KINDS}")
     return tuple(k for k in EDGE_KINDS if k in chosen)
-
-
-def entity_importance(
-    entity_lists: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75
-) -> dict[str, float]:
-    """Corpus-level BM25 importance of each entity (§3.1 "importance score, i.e., BM25").
-
-    The sentences' entity lists are the BM25 documents; an entity's importance is
-    its mean BM25 score over all sentences (what the authors' code computes), i.e.
-    the total of its BM25 term weights divided by the number of sentences. Entities
-    that recur across sentences but are not everywhere score highest, so the key
-    entities are the ones able to link sentences.
-    """
-    vocab, counts = incidence(entity_lists, binary=False)
-    if counts.shape[0] == 0 or not vocab:
-        return {}
-    total = _importance_of_counts(counts, k1, b)
-    return {e: float(total[j]) for e, j in vocab.items()}
-
-
-def _importance_of_counts(counts: sp.csr_matrix, k1: float, b: float) -> np.ndarray:
-    """Mean BM25 weight of each column of a sentences x entities count matrix.
-
-    Each column's weights are summed in row order whatever the column numbering,
-    so any numbering of the same entities gives the same floats.
-    """
-    n = counts.shape[0]
-    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
-    avgdl = max(float(lengths.mean()), 1e-12)
-    coo = counts.tocoo()
-    tf = coo.data.astype(np.float64)
-    norm = k1 * (1.0 - b + b * lengths[coo.row] / avgdl)
-    weights = idf[coo.col] * tf * (k1 + 1.0) / (tf + norm)
-    return np.bincount(coo.col, weights=weights, minlength=counts.shape[1]) / n
-
-
-def key_entities(
-    entity_lists: Sequence[Sequence[str]], alpha: float, *, k1: float = 1.5, b: float = 0.75
-) -> list[tuple[str, ...]]:
-    """Each sentence's key entities: its top-α share by BM25 importance (§3.1, α = 0.6).
-
-    A sentence with ``n`` distinct entities keeps ``max(1, round(alpha * n))`` of
-    them (at least one, so no sentence with entities is cut off from EC edges),
-    ranked by :func:`entity_importance`; ties keep text order.
-
-    Args:
-        entity_lists: Normalised entity keys per sentence (duplicates allowed).
-        alpha: The kept share, in (0, 1].
-        k1: BM25 term-frequency saturation.
-        b: BM25 length normalisation.
-
-    Returns:
-        The key entities of each sentence, distinct, most important first.
-    """
-    if not 0.0 < alpha <= 1.0:
-        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
-    importance = entity_importance(entity_lists, k1=k1, b=b)
-    out: list[tuple[str, ...]] = []
-    for ents in entity_lists:
-        distinct = list(dict.fromkeys(ents))
-        keep = max(1, math.floor(alpha * len(distinct) + 0.5)) if distinct else 0
-        order = sorted(range(len(distinct)), key=lambda j: (-importance[distinct[j]], j))
-        out.append(tuple(distinct[j] for j in order[:keep]))
-    return out
-
-
-def incidence(
-    entity_lists: Sequence[Sequence[str]], *, binary: bool = True
-) -> tuple[dict[str, int], sp.csr_matrix]:
-    """A sentences × entities CSR matrix (1s, or mention counts) and its entity vocabulary."""
-    vocab: dict[str, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    for i, ents in enumerate(entity_lists):
-        for e in dict.fromkeys(ents) if binary else ents:
-            rows.append(i)
-            cols.append(vocab.setdefault(e, len(vocab)))
-    data = np.ones(len(rows), dtype=np.float32)
-    mat = sp.csr_matrix((data, (rows, cols)), shape=(len(entity_lists), len(vocab)))
-    mat.sum_duplicates()
-    return vocab, mat
-
-
-def key_entity_rows(
-    table: SentenceTable, alpha: float, *, k1: float = 1.5, b: float = 0.75
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`key_entities` on a table's entity columns, with arrays instead of Python lists.
-
-    Same selection (top-α share by BM25 importance, at least one, ties in text
-    order) and the same importance floats, without a tuple per sentence.
-
-    Returns:
-        ``(ptr, ids)``: row ``i``'s key entities are ``ids[ptr[i]:ptr[i + 1]]``
-        (entity numbers of ``table.entity_names``), most important first.
-    """
-    if not 0.0 < alpha <= 1.0:
-        raise ValueError(f"alpha must be in (0, 1], got {alpha}")
-    n, ptr, ids = len(table), table.entity_ptr, table.entity_ids
-    if n == 0 or not len(ids):
-        return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
-    counts = sp.csr_matrix(
-        (np.ones(len(ids), dtype=np.float32), ids, ptr), shape=(n, len(table.entity_names))
-    )
-    counts.sum_duplicates()  # sorted columns, as incidence() gives
-    importance = _importance_of_counts(counts, k1, b)
-    lengths = np.diff(ptr)
-    row = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    place = np.arange(len(ids), dtype=np.int64) - ptr[row]  # text order within the row
-    order = np.lexsort((place, -importance[ids], row))  # by row, importance, text order
-    keep = np.where(lengths > 0, np.maximum(1, np.floor(alpha * lengths + 0.5)), 0)
-    chosen = order[place < keep[row]]  # rank within the row (rows stay in blocks)
-    return indptr_of(np.minimum(keep, lengths)), ids[chosen]
-
-
-def key_incidence(key_ptr: np.ndarray, key_ids: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
-    """The binary key-entity matrix of :func:`key_entity_rows`' output, as :func:`incidence`.
-
-    Columns are numbered by first appearance in the key lists (what
-    :func:`incidence` does with the lists), so the matrix, and with it the order
-    in which EC neighbours are found, is the list-based build's.
-
-    Returns:
-        ``(columns, matrix)``: ``columns[c]`` is the entity number of column ``c``.
-    """
-    n = len(key_ptr) - 1
-    cols, entities = first_appearance_codes(key_ids)
-    mat = sp.csr_matrix(
-        (np.ones(len(cols), dtype=np.float32), cols, key_ptr), shape=(n, len(entities))
-    )
-    mat.sum_duplicates()
-    return entities.astype(np.int32), mat
 
 
 def ss_edges(vectors: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,6 +163,7 @@ class SentenceGraph:
         alpha: float = 0.6,
         m: int = 10,
         window: int = 3,
+        key_cut: KeyCut | None = None,
     ) -> SentenceGraph:
         """Build every edge kind for ``sentences`` (rows of one chunk contiguous, in order).
 
@@ -290,12 +173,15 @@ class SentenceGraph:
             alpha: Share of each sentence's entities kept as key entities (§4.1: 0.6).
             m: SS neighbours per sentence (§4.1: 10).
             window: SA span in sentences (§3.1: 3).
+            key_cut: The whole key-entity cut (its ``alpha`` wins over ``alpha``);
+                default ``KeyCut(alpha=alpha)``.
         """
         table = sentences if isinstance(sentences, SentenceTable) else _table_of(sentences)
         n = len(table)
         if vectors.shape[0] != n:
             raise ValueError(f"{vectors.shape[0]} vectors for {n} sentences")
-        key_ptr, key_ids = key_entity_rows(table, alpha)
+        cut = key_cut if key_cut is not None else KeyCut(alpha=alpha)
+        key_ptr, key_ids = key_entity_rows(table, cut)
         key_columns, kmat = key_incidence(key_ptr, key_ids)
         s_rows, s_cols, _ = ss_edges(vectors, m)  # distinct pairs i < j
         ss_ptr, ss_cols = csr(np.concatenate([s_rows, s_cols]), np.concatenate([s_cols, s_rows]), n)
@@ -307,7 +193,19 @@ class SentenceGraph:
             key_columns=key_columns,
             ss_ptr=ss_ptr,
             ss_cols=ss_cols,
-            params={"alpha": alpha, "m": m, "window": window},
+            params={**cut.to_dict(), "m": m, "window": window},
+        )
+
+    def with_key_cut(self, cut: KeyCut) -> SentenceGraph:
+        """The same graph with EC edges from another key-entity cut (SS and SA kept)."""
+        key_ptr, key_ids = key_entity_rows(self.sentences, cut)
+        key_columns, kmat = key_incidence(key_ptr, key_ids)
+        return replace(
+            self,
+            key_matrix=kmat,
+            key_order=_columns_in_key_order(key_ids, key_columns),
+            key_columns=key_columns,
+            params={**self.params, **cut.to_dict()},
         )
 
     def __len__(self) -> int:
@@ -484,7 +382,11 @@ def _table_of(records: Sequence[SentenceRecord]) -> SentenceTable:
 
 
 __all__ = [
+    "CUT_KINDS",
     "EDGE_KINDS",
+    "IMPORTANCE_KINDS",
+    "PAPER_BM25_CUT",
+    "KeyCut",
     "KeyEntities",
     "SentenceGraph",
     "SentenceRecord",

@@ -75,13 +75,16 @@ def test_retriever_returns_chunks_with_sentence_evidence(index):
 
 
 def test_budget_and_edge_ablation(index):
-    small = index.as_retriever(similarity_top_k=3, seed_k=1, word_budget=12, fill=False)
+    # the gathered sentences alone (rank="graph" without the pool) respect the budget
+    small = index.as_retriever(
+        similarity_top_k=3, seed_k=1, word_budget=12, rank="graph", fill=False
+    )
     results = small.retrieve("Where was Felix Salten born?")
     words = sum(
         len(s["text"].split()) for r in results for s in r.node.metadata["evidence"]["sentences"]
     )
     assert words <= 12 or len(results) == 1
-    none = index.as_retriever(seed_k=1, edge_kinds=[], fill=False).retrieve("Danube")
+    none = index.as_retriever(seed_k=1, edge_kinds=[], rank="graph", fill=False).retrieve("Danube")
     assert [r.node.ref_doc_id for r in none] == ["vienna"]
     with pytest.raises(ValueError):
         index.as_retriever(edge_kinds=["XX"])

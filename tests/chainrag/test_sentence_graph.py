@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.chainrag.sentence_graph import (
+    PAPER_BM25_CUT,
+    KeyCut,
     SentenceGraph,
     SentenceRecord,
     check_edge_kinds,
@@ -19,6 +21,9 @@ from llama_index_graphrag_ext.chainrag.sentence_graph import (
 )
 from llama_index_graphrag_ext.chainrag.sentences import SentenceTable
 
+#: The authors' code's importance (mean BM25), per-sentence cut, no cap.
+BM25 = {"importance": "bm25", "cut": "sentence", "max_df": None, "keep_rarest": False}
+
 
 def test_alpha_keeps_the_top_share_by_bm25_importance():
     # "a" and "b" recur over the corpus; "c", "d", "e" and the u_i occur once
@@ -26,20 +31,20 @@ def test_alpha_keeps_the_top_share_by_bm25_importance():
     imp = entity_importance(lists)
     assert imp["b"] > imp["a"] > imp["c"] and imp["a"] > imp["u1"]
     assert imp["c"] == imp["d"] == imp["e"]
-    keys = key_entities(lists, 0.6)
+    keys = key_entities(lists, 0.6, **BM25)
     assert keys[0] == ("b", "a", "e")  # round(0.6 * 5) = 3, most important first, ties by order
-    assert key_entities(lists, 0.2)[0] == ("b",)
-    assert key_entities([["x"]], 0.1) == [("x",)]  # at least one is always kept
+    assert key_entities(lists, 0.2, **BM25)[0] == ("b",)
+    assert key_entities([["x"]], 0.1, **BM25) == [("x",)]  # at least one is always kept
     with pytest.raises(ValueError):
         key_entities(lists, 0.0)
 
 
 def test_alpha_cut_counts():
     lists = [["p", "q"], ["p", "q", "r"], ["p"], ["q"]]
-    keys = key_entities(lists, 0.6)
+    keys = key_entities(lists, 0.6, **BM25)
     assert len(keys[0]) == 1  # floor(1.2 + 0.5) = 1
     assert len(keys[1]) == 2  # floor(1.8 + 0.5) = 2
-    assert key_entities([[]], 0.6) == [()]
+    assert key_entities([[]], 0.6, **BM25) == [()]
 
 
 def test_ss_edges_are_the_union_of_top_m_lists():
@@ -92,7 +97,7 @@ def _records():
 def test_graph_neighbors_label_edges_and_shared_entities():
     recs = _records()
     vecs = np.eye(4, dtype=np.float32)
-    sg = SentenceGraph.build(recs, vecs, alpha=1.0, m=0, window=3)
+    sg = SentenceGraph.build(recs, vecs, m=0, window=3, key_cut=KeyCut(alpha=1.0, **BM25))
     assert sg.num_edges("SS") == 0 and sg.num_edges("SA") == 1
     assert sg.num_edges("EC") == 2  # warsaw (0-2), paris (1-3)
     # The linear-time summary: 6 entities over 8 links; each shared entity makes one pair.
@@ -124,14 +129,16 @@ def _random_entity_lists(seed: int, n: int = 300, vocab: int = 60) -> list[list[
     return lists
 
 
+@pytest.mark.parametrize("cut", [BM25, {}, {"cut": "sentence"}, {"max_df": 5, "cut": "sentence"}])
 @pytest.mark.parametrize(
     ("seed", "alpha"), [(-1, 0.6), (-1, 0.5), (0, 0.6), (1, 0.6), (2, 0.3), (3, 1.0)]
 )
-def test_array_key_entities_match_the_list_version(seed, alpha):
+def test_array_key_entities_match_the_list_version(seed, alpha, cut):
     lists = _random_entity_lists(seed)
     table = SentenceTable.from_rows((f"s{i}", f"c{i // 4}", i % 4, e) for i, e in enumerate(lists))
-    expected = key_entities(lists, alpha)
-    key_ptr, key_ids = key_entity_rows(table, alpha)
+    spec = KeyCut(alpha=alpha, **cut)
+    expected = key_entities(lists, spec)
+    key_ptr, key_ids = key_entity_rows(table, spec)
     names = table.entity_names
     got = [
         tuple(names[e] for e in key_ids[key_ptr[i] : key_ptr[i + 1]].tolist())
@@ -146,7 +153,7 @@ def test_array_key_entities_match_the_list_version(seed, alpha):
         a, b = getattr(mat, part), getattr(kmat, part)
         assert a.dtype == b.dtype and np.array_equal(a, b), part
     # and so is the graph's view of them
-    sg = SentenceGraph.build(table, np.eye(len(lists), 4, dtype=np.float32), alpha=alpha, m=0)
+    sg = SentenceGraph.build(table, np.eye(len(lists), 4, dtype=np.float32), key_cut=spec, m=0)
     assert list(sg.key_entities) == expected and sg.entity_vocab == vocab
 
 
@@ -167,3 +174,39 @@ def test_graph_from_records_equals_graph_from_table():
     assert a.text(2) == recs[2].text and a.chunk_id(3) == "c3"
     empty = SentenceGraph.build([], np.zeros((0, 0), np.float32))
     assert len(empty) == 0 and list(empty.key_entities) == [] and empty.neighbors([]) == {}
+
+
+def _hub_corpus() -> list[list[str]]:
+    # "usa" is named by 30 of 232 sentences (a hub, like "united states" on 331 of
+    # musique-100's 6,598); "salten" links two sentences; u_i, f_i, g_i occur once
+    lists = [["usa", "bambi", "salten"], ["salten", "vienna", "usa"], ["vienna", "danube"]]
+    lists += [["usa", f"u{i}"] for i in range(27)] + [["bambi", "disney"], ["disney", "usa"]]
+    lists += [["bambi"]] + [[f"f{i}", f"g{i}"] for i in range(200)]
+    return lists
+
+
+@pytest.mark.parametrize("cut", ["global", "sentence"])
+def test_a_hub_entity_is_never_key_and_the_rarest_survives(cut):
+    lists = _hub_corpus()
+    keys = key_entities(lists, KeyCut(alpha=0.6, cut=cut, max_df=20))
+    assert not any("usa" in k for k in keys)  # on 30 > max_df sentences: a hub
+    assert "salten" in keys[0] and "salten" in keys[1]  # each sentence's rarest linking entity
+    assert keys[2] == ("danube",) or "vienna" in keys[2]
+    # once-only entities link nothing and are not key
+    assert not any(k[0] in "ufg" and k != "usa" for row in keys for k in row)
+    # the authors' importance (mean BM25) grows with frequency: the hub is key, the bridge cut
+    paper = key_entities(lists, PAPER_BM25_CUT)
+    assert "usa" in paper[0] and "salten" not in paper[0]
+
+
+def test_keep_rarest_restores_a_bridge_the_share_cut_drops():
+    # a global alpha cut keeps only the rarest entities; row 0's rarest is kept by the rule
+    lists = [["a", "b"], ["a", "b"], ["b", "c"], ["c", "d"], ["d", "a"], ["b"], ["b"]]
+    without = key_entities(lists, KeyCut(alpha=0.3, max_df=None, keep_rarest=False))
+    with_rule = key_entities(lists, KeyCut(alpha=0.3, max_df=None, keep_rarest=True))
+    assert all(len(k) >= 1 for k in with_rule)
+    assert sum(map(len, with_rule)) > sum(map(len, without))
+    with pytest.raises(ValueError):
+        KeyCut(importance="tfidf")
+    with pytest.raises(ValueError):
+        KeyCut(cut="corpus")
