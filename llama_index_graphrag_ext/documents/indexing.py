@@ -126,6 +126,12 @@ def _record_files(collection: Collection, files: list[ReadFile], nodes) -> None:
         }
 
 
+def _outside(files: list[Path], folder: Path) -> list[Path]:
+    """``files`` less those inside the index folder (an index kept among its own documents)."""
+    root = folder.resolve()
+    return [f for f in files if root not in f.parents]
+
+
 def _report_skipped(reading: Reading, say) -> None:
     if reading.skipped:
         say(f"skipped {len(reading.skipped)} file(s):")
@@ -149,7 +155,7 @@ def run_index(req: IndexRequest, say=print) -> int:
                 f"with --update {folder} (method {old.method})"
             )
         say(f"{folder} holds a {old.method} index: rebuilding it from scratch")
-    files = discover(req.paths, req.exclude)
+    files = _outside(discover(req.paths, req.exclude), folder)
     reading, _ = read_files(files, show_progress=req.show_progress)
     _report_skipped(reading, say)
     if not reading.files:
@@ -203,7 +209,7 @@ def _update(req: IndexRequest, say) -> int:
         if value is not None:
             raise UserError(f"{flag} cannot change on --update (the index keeps its chunking)")
     method = methods.resolve(collection.method, collection.options)
-    files = discover(req.paths, req.exclude)
+    files = _outside(discover(req.paths, req.exclude), folder)
     known = {path: info["sha256"] for path, info in collection.files.items()}
     reading, unchanged = read_files(files, known=known, show_progress=req.show_progress)
     _report_skipped(reading, say)

@@ -167,6 +167,14 @@ def test_text_output_names_file_position_and_evidence(corpus, tmp_path, capsys):
     assert '"matched_terms"' in out  # BM25's evidence: the query terms it matched
 
 
+def test_index_folder_inside_the_documents_is_not_read(corpus, capsys):
+    out_dir = corpus / "index"
+    for argv in (["--method", "bm25", "--out", str(out_dir)], ["--update", str(out_dir)]):
+        code, out, err = run(capsys, "index", str(corpus), *argv, *EMBED)
+        assert code == 0, err
+        assert "collection.json" not in out and "skipped 2 file(s)" in out
+
+
 def test_chunking_options_and_exclude(corpus, tmp_path, capsys):
     out_dir = tmp_path / "index"
     code, out, err = run(

@@ -133,8 +133,16 @@ def test_llm_method_without_an_llm_is_refused(tmp_path, capsys):
     assert code == 2 and "builds its index with an LLM" in err
 
 
-@pytest.mark.parametrize("method", ["cue-1.0", "fgrag-llm"])
-def test_other_full_tier_methods(server, tmp_path, capsys, method):
+@pytest.mark.parametrize(
+    ("method", "extra"),
+    [
+        ("cue-1.0", []),
+        ("fgrag-llm", []),
+        ("lprag", ["--set", "epochs=3", "--set", "hidden=32"]),
+        ("chainrag", []),  # an LLM-free index; the LLM works at query time (its engine)
+    ],
+)
+def test_other_full_tier_methods(server, tmp_path, capsys, method, extra):
     corpus = make_corpus(tmp_path / "docs")
     out_dir = tmp_path / "index"
     code, _, err = run(
@@ -148,11 +156,16 @@ def test_other_full_tier_methods(server, tmp_path, capsys, method):
         "--llm",
         "openai-like",
         *EMBED,
+        *extra,
     )
     assert code == 0, err
     info = json.loads(run(capsys, "info", str(out_dir), "--json")[1])
-    assert info["usage"]["calls"] > 0
-    assert all(s["tier"] == "full-llm" for s in info["llm_steps"])
+    if method == "chainrag":
+        assert info["usage"]["calls"] == 0 and info["llm"]["tier"] == "llm-free"
+    else:
+        assert info["usage"]["calls"] > 0
+        assert info["llm_steps"] and all(s["tier"] == "full-llm" for s in info["llm_steps"])
+    before = requests(server)
     answer = json.loads(
         run(
             capsys,
@@ -165,4 +178,5 @@ def test_other_full_tier_methods(server, tmp_path, capsys, method):
         )[1]
     )
     assert answer["answer"] and answer["passages"]
+    assert requests(server) > before  # the answer came over the wire
     assert main(["info", str(out_dir)]) == 0
