@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..core.embeddings import embed_texts
+from ..core.embeddings import embed_texts, normalize_rows
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
@@ -36,7 +36,7 @@ from .sentence_nodes import SentenceQueryGenerator
 
 logger = logging.getLogger(__name__)
 
-#: The paper's two settings (§4.1, App. B) and our measured LLM-free preset.
+#: The paper's two settings (§4.1, App. B) and our two measured LLM-free presets.
 #: ``k``: kNN degree; ``max_query_nodes``: n; ``gamma``: γ; ``hops``: h.
 PRESETS: dict[str, dict[str, Any]] = {
     "multihop-rag": {
@@ -50,6 +50,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "similarity_top_k": 5,
         "exclude_same_chunk": False,
         "chunk_weight": 0.0,
+        "fill": False,
+        "chunk_vectors": "embed",
     },
     "lihuaworld": {
         "generator": "doc2query",
@@ -62,19 +64,38 @@ PRESETS: dict[str, dict[str, Any]] = {
         "similarity_top_k": 5,
         "exclude_same_chunk": False,
         "chunk_weight": 0.0,
+        "fill": False,
+        "chunk_vectors": "embed",
     },
-    # Chosen from a sweep on musique-100 with MiniLM (see docs/methods/qcg.md):
-    # sentence nodes need more entry points (n), kNN edges that leave the chunk,
-    # and the chunk's own cosine as one vote to rank as well as dense retrieval.
+    # The LLM-free presets (sentence nodes; not the paper's settings): chosen by
+    # one sweep per dev set with MiniLM, each reported on the other set
+    # (docs/methods/qcg.md). ``sentences`` was chosen on 2wiki-101 and is the
+    # default; ``sentences-tuned-musique`` on musique-100. Both keep the kNN
+    # graph (h can be raised per query) but take h = 0: the hop lowered R@5 on
+    # both sets once the chunk's own cosine votes.
     "sentences": {
         "generator": "sentences",
         "k": 3,
-        "hops": 1,
+        "hops": 0,
+        "max_query_nodes": 20,
+        "gamma": 1.0,
+        "similarity_top_k": 5,
+        "exclude_same_chunk": True,
+        "chunk_weight": 1.0,
+        "fill": True,
+        "chunk_vectors": "embed",
+    },
+    "sentences-tuned-musique": {
+        "generator": "sentences",
+        "k": 3,
+        "hops": 0,
         "max_query_nodes": 30,
         "gamma": 1.0,
         "similarity_top_k": 5,
         "exclude_same_chunk": True,
         "chunk_weight": 1.0,
+        "fill": True,
+        "chunk_vectors": "embed",
     },
 }
 
@@ -87,7 +108,9 @@ _RETRIEVAL_KEYS = (
     "hops",
     "aggregator",
     "chunk_weight",
+    "fill",
 )
+_CHUNK_VECTORS = ("embed", "pooled")
 _LAYER_FILE = "qcg_layer.npz"
 _NODES_FILE = "qcg_nodes.json"
 
@@ -135,6 +158,12 @@ class QueryCentricGraphIndex(GraphIndexBase):
         aggregator: Chunk score, ``mean`` (paper), ``max`` or ``sum``.
         chunk_weight: Votes of the chunk's own cosine in its score (not in the
             paper; 0 in the paper presets, 1 in ``sentences``).
+        fill: Fill up to ``K`` chunks by chunk cosine when the graph collects
+            fewer (not in the paper; off in the paper presets, on in ``sentences``).
+        chunk_vectors: ``embed`` (embed each chunk's text) or ``pooled`` (the
+            unit mean of its query nodes' vectors: no embedding call; not in the
+            paper). Used by ``chunk_weight`` and ``fill``; a Doc2Query-- filter
+            always embeds the chunk.
         **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
             ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`).
     """
@@ -158,6 +187,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
         hops: int | None = None,
         aggregator: str | None = None,
         chunk_weight: float | None = None,
+        fill: bool | None = None,
+        chunk_vectors: str | None = None,
     ) -> None:
         explicit = {
             "num_pairs": num_pairs,
@@ -171,6 +202,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
             "aggregator": aggregator,
             "chunk_weight": chunk_weight,
             "exclude_same_chunk": exclude_same_chunk,
+            "fill": fill,
+            "chunk_vectors": chunk_vectors,
         }
         explicit = {key: v for key, v in explicit.items() if v is not None}
         free_note = "generator='sentences' (the paper's Sentence Nodes ablation)"
@@ -198,6 +231,9 @@ class QueryCentricGraphIndex(GraphIndexBase):
         if self.k <= 0:
             raise ValueError("k (kNN degree) must be positive")
         self.exclude_same_chunk = bool(settings.get("exclude_same_chunk", False))
+        self.chunk_vectors = str(settings.get("chunk_vectors", "embed"))
+        if self.chunk_vectors not in _CHUNK_VECTORS:
+            raise ValueError(f"chunk_vectors must be one of {_CHUNK_VECTORS}")
         self.retrieval_params = RetrievalParams(
             **{key: settings[key] for key in _RETRIEVAL_KEYS if key in settings}
         )
@@ -213,6 +249,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
             "generator": generator,
             "k": self.k,
             "exclude_same_chunk": self.exclude_same_chunk,
+            "chunk_vectors": self.chunk_vectors,
             **{key: getattr(self.retrieval_params, key) for key in _RETRIEVAL_KEYS},
         }
 
@@ -301,8 +338,12 @@ class QueryCentricGraphIndex(GraphIndexBase):
                 )
             pairs.extend(result.pairs)
             vectors = np.vstack([vectors, gen_vectors]) if len(vectors) else gen_vectors
-        missing = [n for n in nodes if n.node_id not in chunk_vectors]
-        if missing:
+        with_nodes = {p.chunk_id for p in pairs}
+        # A chunk without query nodes is not in the layer: its vector is never used.
+        missing = [n for n in nodes if n.node_id not in chunk_vectors and n.node_id in with_nodes]
+        if missing and self.chunk_vectors == "pooled":
+            chunk_vectors.update(_pooled(pairs, vectors, {n.node_id for n in missing}))
+        elif missing:
             vecs = embed_texts(
                 self.embed_model,
                 [n.get_content(metadata_mode=MetadataMode.EMBED) for n in missing],
@@ -310,7 +351,6 @@ class QueryCentricGraphIndex(GraphIndexBase):
                 desc="Embedding chunks",
             )
             chunk_vectors.update(zip([n.node_id for n in missing], vecs, strict=True))
-        with_nodes = {p.chunk_id for p in pairs}
         orphans = [n.node_id for n in nodes if n.node_id not in with_nodes]
         if orphans:
             self.build_stats["chunks_without_query_nodes"] += len(orphans)
@@ -378,6 +418,25 @@ class QueryCentricGraphIndex(GraphIndexBase):
         """A ``RetrieverQueryEngine`` over :meth:`as_retriever` with the QCG answer prompt."""
         kwargs.setdefault("text_qa_template", QCG_ANSWER_PROMPT)
         return super().as_query_engine(llm=llm, **kwargs)
+
+
+def _pooled(
+    pairs: Sequence[QueryPair], vectors: np.ndarray, chunk_ids: set[str]
+) -> dict[str, np.ndarray]:
+    """Chunk vectors as the unit mean of their query nodes' vectors (``chunk_vectors="pooled"``).
+
+    Not in the paper (which embeds the chunk for Doc2Query--): it costs no
+    embedding call, and covers the whole chunk even past the embedder's window.
+    """
+    rows = [i for i, p in enumerate(pairs) if p.chunk_id in chunk_ids]
+    if not rows:
+        return {}
+    names = list(dict.fromkeys(pairs[i].chunk_id for i in rows))
+    where = {c: i for i, c in enumerate(names)}
+    codes = np.fromiter((where[pairs[i].chunk_id] for i in rows), np.int64, len(rows))
+    sums = np.zeros((len(names), vectors.shape[1]), np.float64)
+    np.add.at(sums, codes, vectors[rows])
+    return dict(zip(names, normalize_rows(sums), strict=True))
 
 
 def _kind_of(generator: Any) -> str:

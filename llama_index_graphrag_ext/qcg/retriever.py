@@ -9,6 +9,13 @@
    **mean** cosine of its collected nodes to the question; return the top ``K``.
    Ties go to the chunk with more collected nodes, then to the earlier chunk.
 
+The paper returns whatever step 3 collected, which can be far fewer than ``K``
+chunks (a strict ``γ``, or kNN edges that stay inside one chunk). With
+``fill=True`` (not in the paper; off in the paper presets, on in ``sentences``)
+the missing places are filled, after every collected chunk, by the other
+chunks in order of their own cosine to the question; the retriever counts the
+fills in :attr:`QCGRetriever.stats` and marks each filled node's evidence.
+
 All of it is array work on the index's current snapshot: one matrix-vector
 product over the query nodes, adjacency lookups for the hops, ``bincount`` for
 the chunk means. Retrieval is safe from several threads at once.
@@ -22,6 +29,9 @@ and the reranker is asked for exactly ``K``.
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,7 +41,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.embeddings import embed_query, normalize_rows
+from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
 from ..core.search import RowSearcher
@@ -39,6 +49,8 @@ from .graph import QueryLayer
 
 if TYPE_CHECKING:
     from .index import QueryCentricGraphIndex
+
+logger = logging.getLogger(__name__)
 
 Aggregator = Literal["mean", "max", "sum"]
 
@@ -58,6 +70,9 @@ class RetrievalParams:
             the question joins its score as ``w`` extra votes, so with ``mean`` a
             chunk in ``C*`` scores ``(Σ_q cos(q_u, q) + w·cos(q_u, c)) / (|Q_c| + w)``.
             Only chunks the graph collected are scored; it re-ranks, never adds.
+        fill: When step 3 collected fewer than ``K`` chunks, fill the rest with
+            the uncollected chunks of highest cosine to the question, ranked
+            after the collected ones (not in the paper; False = paper).
     """
 
     similarity_top_k: int = 5
@@ -67,6 +82,7 @@ class RetrievalParams:
     hops: int = 1
     aggregator: Aggregator = "mean"
     chunk_weight: float = 0.0
+    fill: bool = False
 
     def __post_init__(self) -> None:
         if self.similarity_top_k <= 0:
@@ -90,9 +106,12 @@ class Collected:
         cos: Their cosine to the question.
         hop: Their hop distance (0: retrieved in step 1).
         via: For expanded nodes, the row they were reached from (``-1`` for hop 0).
-        chunk_codes: The top chunks, best first.
-        chunk_scores: Their scores.
-        chunk_cos: Their own cosine to the question (NaN unless ``chunk_weight > 0``).
+        chunk_codes: The top chunks, best first (collected ones, then filled ones).
+        chunk_scores: Their scores (a filled chunk's is its own cosine).
+        chunk_cos: Their own cosine to the question (NaN unless ``chunk_weight > 0``
+            or the chunk was filled).
+        filled: How many of the last ``chunk_codes`` came from the fill.
+        collected_chunks: How many chunks step 3 collected (before the cut to ``K``).
     """
 
     rows: np.ndarray
@@ -102,6 +121,8 @@ class Collected:
     chunk_codes: np.ndarray
     chunk_scores: np.ndarray
     chunk_cos: np.ndarray | None = None
+    filled: int = 0
+    collected_chunks: int = 0
 
 
 def collect(
@@ -171,7 +192,32 @@ def collect(
     # Best score, then more supporting nodes, then the earlier chunk.
     ranking = present[np.lexsort((present, -count[present], -score[present]))]
     top = ranking[: params.similarity_top_k]
-    return Collected(rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top])
+    found = Collected(
+        rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top], 0, len(present)
+    )
+    if params.fill and len(top) < params.similarity_top_k:
+        _fill(layer, query_vector, params.similarity_top_k - len(top), present, found)
+    return found
+
+
+def _fill(
+    layer: QueryLayer, query_vector: np.ndarray, need: int, collected: np.ndarray, found: Collected
+) -> None:
+    """Append up to ``need`` uncollected chunks by their own cosine (the ``fill`` option)."""
+    matrix = layer.chunk_matrix
+    if matrix is None or len(matrix) != len(layer.chunks):
+        return
+    cos = (matrix @ query_vector).astype(np.float64)
+    cos[collected] = -np.inf
+    # A chunk without a vector (all zeros) has nothing to be ranked by.
+    cos[~matrix.any(axis=1)] = -np.inf
+    extra, extra_cos = top_k_of_scores(cos, need)
+    keep = np.isfinite(extra_cos)
+    extra, extra_cos = extra[keep], extra_cos[keep]
+    found.chunk_codes = np.concatenate([found.chunk_codes, extra])
+    found.chunk_scores = np.concatenate([found.chunk_scores, extra_cos])
+    found.chunk_cos = np.concatenate([found.chunk_cos, extra_cos])
+    found.filled = len(extra)
 
 
 class QCGRetriever(BaseRetriever):
@@ -191,6 +237,8 @@ class QCGRetriever(BaseRetriever):
         hops: ``h`` (default: the index's).
         aggregator: ``mean`` (paper), ``max`` or ``sum``.
         chunk_weight: Votes of the chunk's own cosine (0: paper; see :class:`RetrievalParams`).
+        fill: Fill up to ``K`` chunks by chunk cosine when step 3 collects fewer
+            (False: paper; see :class:`RetrievalParams`).
         max_evidence: Query nodes listed per chunk in the evidence (best first).
         reranker: Any LlamaIndex reranking postprocessor; re-ranks the best
             ``rerank_candidates`` chunks and keeps ``K`` (not in the paper).
@@ -209,6 +257,7 @@ class QCGRetriever(BaseRetriever):
         hops: int | None = None,
         aggregator: Aggregator | None = None,
         chunk_weight: float | None = None,
+        fill: bool | None = None,
         max_evidence: int = 8,
         reranker: BaseNodePostprocessor | None = None,
         rerank_candidates: int | None = None,
@@ -223,6 +272,7 @@ class QCGRetriever(BaseRetriever):
             "hops": hops,
             "aggregator": aggregator,
             "chunk_weight": chunk_weight,
+            "fill": fill,
         }
         values = {**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}}
         self.params = RetrievalParams(**values)
@@ -232,7 +282,37 @@ class QCGRetriever(BaseRetriever):
         self.rerank_candidates = rerank_candidates or 3 * self.params.similarity_top_k
         if self.rerank_candidates < self.params.similarity_top_k:
             raise ValueError("rerank_candidates must be at least similarity_top_k (K)")
+        self._stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
         super().__init__(callback_manager=callback_manager or index._callback_manager)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counts over this retriever's queries (a copy).
+
+        ``queries``; ``short_queries``: step 3 collected fewer than ``K`` chunks;
+        ``filled_queries`` / ``filled_chunks``: queries the fill completed and the
+        chunks it added (zero unless ``fill``).
+        """
+        with self._stats_lock:
+            return dict(self._stats)
+
+    def _count(self, found: Collected, want: int) -> None:
+        short = found.collected_chunks < want
+        with self._stats_lock:
+            first_fill = found.filled and not self._stats["filled_queries"]
+            self._stats["queries"] += 1
+            self._stats["short_queries"] += int(short)
+            self._stats["filled_queries"] += int(found.filled > 0)
+            self._stats["filled_chunks"] += found.filled
+        if first_fill:
+            logger.warning(
+                "QCG: the graph collected %d of %d chunks; %d filled by chunk cosine "
+                "(fill=True; further fills are counted in the retriever's stats)",
+                found.collected_chunks,
+                want,
+                found.filled,
+            )
 
     @property
     def similarity_top_k(self) -> int:
@@ -247,6 +327,7 @@ class QCGRetriever(BaseRetriever):
         if self.reranker is not None:
             params = replace(params, similarity_top_k=self.rerank_candidates)
         found = collect(layer, normalize_rows(query_vector)[0], params, search)
+        self._count(found, params.similarity_top_k)
         if not len(found.chunk_codes):
             return []
         chunk_ids = [layer.chunks[c] for c in found.chunk_codes]
@@ -267,7 +348,9 @@ class QCGRetriever(BaseRetriever):
             mine = np.flatnonzero(node_codes == code)
             mine = mine[np.argsort(-found.cos[mine], kind="stable")]
             evidence = self._evidence(layer, found, mine, rank)
-            if self.params.chunk_weight > 0:
+            # A filled chunk was not collected by the graph: its score is its own cosine.
+            evidence["filled"] = bool(i >= len(found.chunk_codes) - found.filled)
+            if evidence["filled"] or self.params.chunk_weight > 0:
                 evidence["chunk_cosine"] = round(float(found.chunk_cos[i]), 4)
             if self.reranker is not None:
                 evidence["qcg_score"] = round(float(found.chunk_scores[i]), 4)

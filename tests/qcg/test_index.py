@@ -212,7 +212,7 @@ def test_retriever_overrides_and_settings(bow_embed):
     assert retriever.params.gamma == 1.2 and retriever.params.hops == 2
     assert retriever.params.aggregator == "max" and retriever.similarity_top_k == 1
     assert len(retriever.retrieve("capital")) == 1
-    assert index.as_retriever(gamma=2.0).retrieve("zebra quantum") == []
+    assert index.as_retriever(gamma=2.0, fill=False).retrieve("zebra quantum") == []
     with pytest.raises(ValueError, match="preset"):
         _build(bow_embed, preset="nope")
     with pytest.raises(TypeError):
