@@ -319,7 +319,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
         self.llm_steps.fell_back(
             "summaries", reasons, what="unit", on_failure=self.llm_settings.on_llm_failure
         )
-        sources = await asyncio.to_thread(self._retriever.rank_chunks, expansions)
+        sources = await asyncio.to_thread(self._retriever.rank_chunks, expansions, query)
         return maps, sources
 
     def _fits(self, parts: list[str]) -> bool:

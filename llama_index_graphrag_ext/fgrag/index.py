@@ -29,12 +29,12 @@ from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphSto
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, PropertyGraphStore
 from llama_index.core.llms import LLM
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import BaseNode, Document, TransformComponent
+from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
 from ..core.embeddings import embed_texts
 from ..core.index import GraphIndexBase
 from ..core.llm import run_sync
-from ..core.vectors import RowSearcher
+from ..core.vectors import InMemoryVectorTable, RowSearcher
 from .expansion import GraphNeighbours, Neighbours
 from .extract import CooccurrenceExtractor, FGRAGExtractor, default_extractor
 from .graph import EntityGraph, GraphBuilder
@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 #: Chunks per extraction batch (LLM extractors keep their concurrency within one).
 EXTRACT_BATCH = 256
+#: Name of the chunk-vector table (files ``chunks.npz`` / ``chunks.ids.json``).
+CHUNK_TABLE = "chunks"
 
 
 def default_chunker() -> SentenceSplitter:
@@ -111,6 +113,9 @@ class FGRAGIndex(GraphIndexBase):
         self._given_extractors = list(kg_extractors) if kg_extractors else None
         self._extractors: list[TransformComponent] | None = None
         self._entity_graph = EntityGraph.empty()
+        # The LLM-free chunk ranking's own evidence (not in the paper, which
+        # never ranks chunks): each chunk's vector, as a dense index keeps it.
+        self._chunks = InMemoryVectorTable()
         self.build_stats: dict[str, Any] = {"chunks_without_entities": 0}
 
     def config(self) -> dict[str, Any]:
@@ -183,6 +188,7 @@ class FGRAGIndex(GraphIndexBase):
                 builder.no_entity[:5],
             )
         self._swap(builder, chunks=nodes)
+        self._embed_chunks(nodes)
         logger.info(
             "FG-RAG index: %d chunk(s) -> %d entities, %d relations (%s)",
             builder.chunks,
@@ -195,6 +201,7 @@ class FGRAGIndex(GraphIndexBase):
         builder = GraphBuilder(self._entity_graph, self._cap)
         emptied = builder.drop_chunks(set(node_ids))
         self._swap(builder)
+        self._chunks.delete(node_ids)
         if self._external_store is not None:
             # No store has a generic one-relation delete: relations the suite
             # dropped stay in the store and are ignored (see stores.py).
@@ -214,7 +221,21 @@ class FGRAGIndex(GraphIndexBase):
             )
         self._entity_graph = graph
 
+    def _embed_chunks(self, nodes: Sequence[BaseNode]) -> None:
+        """Embed chunks for the retriever's ranking (the text a dense index embeds)."""
+        if not nodes:
+            return
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        show = getattr(self, "_show_progress", False)
+        vectors = embed_texts(self.embed_model, texts, show_progress=show, desc="Chunk vectors")
+        self._chunks.add([n.node_id for n in nodes], vectors)
+
     # ----------------------------------------------------------------- reading
+
+    @property
+    def chunk_vectors(self) -> InMemoryVectorTable:
+        """Each chunk's unit vector (the retriever's chunk similarity and its fill)."""
+        return self._chunks
 
     def graph_snapshot(self) -> EntityGraph:
         """The current entity graph (immutable: a change swaps in a new one)."""
@@ -263,7 +284,8 @@ class FGRAGIndex(GraphIndexBase):
 
     def _searchable(self) -> dict[str, tuple[Sequence[str], Any]]:
         graph = self._entity_graph
-        return {"entities": (graph.names, graph.vectors)}
+        chunks = self._chunks
+        return {"entities": (graph.names, graph.vectors), CHUNK_TABLE: (chunks.ids, chunks.matrix)}
 
     def as_retriever(self, **kwargs: Any) -> BaseRetriever:
         """An [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever] over this index."""
@@ -307,9 +329,22 @@ class FGRAGIndex(GraphIndexBase):
 
     def _persist_state(self, folder: Path) -> None:
         self._entity_graph.save(folder)
+        self._chunks.persist(folder, CHUNK_TABLE)
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
         self._entity_graph = EntityGraph.load(folder)
+        if (folder / f"{CHUNK_TABLE}.npz").is_file():
+            self._chunks = InMemoryVectorTable.load(folder, CHUNK_TABLE)
+        else:  # written before chunks had vectors: embed them once now
+            ids = self.chunk_ids()
+            logger.warning(
+                "FG-RAG load: %s has no chunk vectors (an older index); embedding its %d "
+                "chunk(s) now; persist again to keep them",
+                folder,
+                len(ids),
+            )
+            self._embed_chunks(self.get_chunks(ids))
+            self.build_stats["chunks_embedded_on_load"] = len(ids)
         store = self._external_store
         if store is not None and len(self._entity_graph):
             probe = store.get(ids=[self._entity_graph.name(0)])

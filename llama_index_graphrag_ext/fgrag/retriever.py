@@ -8,19 +8,20 @@ The LLM-free half of FG-RAG's query path [P §3.2, §3.3 steps 1-2]:
 2. for each, context-aware entity expansion (Eqs. 6-7 and the BFS passes,
    see [`expand_many`][llama_index_graphrag_ext.fgrag.expansion.expand_many]).
 
-As a retriever it ranks the original chunks the gathered descriptions came
-from. A chunk's score is the sum, over every description it contributed, of
-the seed similarity that led to it, halved per BFS hop (a documented stand-in:
-the paper never ranks chunks, it summarises descriptions). Each returned
-node carries the query entities, the weak and strong context entities and the
-descriptions that chose it under ``metadata["evidence"]``.
+As a retriever it returns the original chunks the gathered descriptions came
+from (the paper summarises the descriptions instead and never ranks chunks).
+Every reached chunk is ranked by its own similarity to the question plus its
+weighted description evidence, and a short list is filled from chunk
+similarity, counted (see :mod:`.ranking`). Each returned node carries the
+query entities, the weak and strong context entities and the descriptions
+that chose it under ``metadata["evidence"]``; :attr:`FGRAGRetriever.stats`
+counts what the expansion reached and what was filled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +34,22 @@ from ..core.embeddings import embed_query, embed_texts
 from ..core.nodes import require_query, with_evidence
 from ..core.text import load_spacy, normalize_entity, parsing
 from .expansion import Expansion, expand_many
+from .ranking import FILLS, RANKINGS, rank_reached
 
 if TYPE_CHECKING:
     from .index import FGRAGIndex
 
 logger = logging.getLogger(__name__)
+
+_STAT_KEYS = (
+    "queries",
+    "reached_chunks",
+    "returned_reached",
+    "returned_filled",
+    "queries_filled",
+    "queries_under_k",
+    "chunks_without_vector",
+)
 
 
 def spacy_query_entities(query: str, max_entities: int = 9) -> list[str]:
@@ -83,6 +95,14 @@ class FGRAGRetriever(BaseRetriever):
         max_query_entities: Query entities kept (authors: 9).
         include_query_as_entity: Add the whole query as one more entity (authors' code).
         use_strong_context: ``False`` skips ``E_s`` (ablation).
+        chunk_ranking: ``"combined"``: each reached chunk's similarity to the
+            question plus ``evidence_weight`` times its normalised description
+            evidence; ``"evidence"``: evidence alone (ablation).
+        evidence_weight: Weight of the evidence (chosen on a dev set; see the docs).
+        fill: When fewer than ``similarity_top_k`` chunks were reached:
+            ``"similarity"`` tops up with the chunks nearest the question (counted
+            in :attr:`stats`, logged), ``"none"`` returns fewer, ``"raise"``
+            raises :class:`~.ranking.UnderfilledError`.
         callback_manager: Callbacks; ``Settings`` when omitted.
     """
 
@@ -98,9 +118,18 @@ class FGRAGRetriever(BaseRetriever):
         max_query_entities: int = 9,
         include_query_as_entity: bool = True,
         use_strong_context: bool = True,
+        chunk_ranking: str = "combined",
+        evidence_weight: float = 0.3,
+        fill: str = "similarity",
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
+        if chunk_ranking not in RANKINGS:
+            raise ValueError(f"chunk_ranking must be one of {RANKINGS}, got {chunk_ranking!r}")
+        if fill not in FILLS:
+            raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+        if evidence_weight < 0:
+            raise ValueError(f"evidence_weight must be >= 0, got {evidence_weight}")
         for name, value in (
             ("similarity_top_k", similarity_top_k),
             ("top_n", top_n),
@@ -121,6 +150,22 @@ class FGRAGRetriever(BaseRetriever):
         self.max_query_entities = max_query_entities
         self.include_query_as_entity = include_query_as_entity
         self.use_strong_context = use_strong_context
+        self.chunk_ranking = chunk_ranking
+        self.evidence_weight = float(evidence_weight)
+        self.fill = fill
+        self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counts over the queries this retriever answered (live: read, do not modify).
+
+        ``queries``; ``reached_chunks`` (all chunks the expansions reached);
+        ``returned_reached`` / ``returned_filled`` (results from the expansion /
+        from the similarity fill); ``queries_filled`` (queries with a fill);
+        ``queries_under_k`` (queries that reached fewer than ``similarity_top_k``);
+        ``chunks_without_vector`` (reached chunks with no vector, ranked by evidence).
+        """
+        return self._stats
 
     @property
     def index(self) -> FGRAGIndex:
@@ -176,26 +221,46 @@ class FGRAGRetriever(BaseRetriever):
             use_strong=self.use_strong_context,
         )
 
-    def rank_chunks(self, expansions: Sequence[Expansion]) -> list[NodeWithScore]:
-        """Chunks of the gathered descriptions, best first, each with its evidence."""
-        scores: dict[str, float] = defaultdict(float)
-        why: dict[str, dict[str, Any]] = {}
-        for exp in expansions:
-            for d in exp.hits:  # every (owner, text) gathered: many owners, more evidence
-                if not d.chunk_id:
-                    continue  # a description whose chunk the extractor did not say
-                scores[d.chunk_id] += max(d.seed_score, 0.0) * 0.5**d.depth
-                record = why.setdefault(
-                    d.chunk_id, {"query_entities": [], "descriptions": [], "max_hops": 0}
-                )
-                if exp.query_entity not in record["query_entities"]:
-                    record["query_entities"].append(exp.query_entity)
-                if len(record["descriptions"]) < 5:
-                    record["descriptions"].append(
-                        {"owner": d.owner, "kind": d.kind, "context": d.context, "hops": d.depth}
-                    )
-                record["max_hops"] = max(record["max_hops"], d.depth)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: self.similarity_top_k]
+    def rank_chunks(
+        self, expansions: Sequence[Expansion], query: str | None = None
+    ) -> list[NodeWithScore]:
+        """Every chunk the expansions reached, best first, each with its evidence.
+
+        Args:
+            expansions: The query entities' expansions.
+            query: The question; its similarity to each chunk joins the ranking
+                (``None``: evidence alone, and no fill).
+        """
+        index = self._index
+        table = index.chunk_vectors
+        similarity = nearest = None
+        if query is not None and len(table):
+            query_vec = embed_query(index.embed_model, query)
+            ids, matrix = table.ids, table.matrix  # one snapshot
+
+            def similarity(chunk_ids: Sequence[str]) -> np.ndarray:
+                out = np.full(len(chunk_ids), np.nan)
+                rows = [(i, table.row_of(c)) for i, c in enumerate(chunk_ids) if c in table]
+                if rows:
+                    at, where = zip(*rows, strict=True)
+                    out[list(at)] = matrix[list(where)] @ query_vec
+                return out
+
+            def nearest(n: int) -> list[tuple[str, float]]:
+                search = index.searcher("chunks", table, ids, matrix)
+                hits = search.search(query_vec, n)
+                return [(ids[r], float(v)) for r, v in zip(hits.rows, hits.scores, strict=True)]
+
+        ranked, counts = rank_reached(
+            expansions,
+            self.similarity_top_k,
+            similarity,
+            nearest,
+            ranking=self.chunk_ranking,
+            evidence_weight=self.evidence_weight,
+            fill=self.fill,
+        )
+        self._count(counts)
         context = {
             exp.query_entity: {
                 "weak_context": [n for n, _ in exp.weak[:5]],
@@ -203,16 +268,50 @@ class FGRAGRetriever(BaseRetriever):
             }
             for exp in expansions
         }
-        nodes = self._index.get_chunks([chunk_id for chunk_id, _ in ranked])
+        nodes = index.get_chunks([r.chunk_id for r in ranked])
         out = []
-        for (chunk_id, score), node in zip(ranked, nodes, strict=True):
-            evidence = {"method": "fgrag", **why[chunk_id]}
+        for r, node in zip(ranked, nodes, strict=True):
+            evidence: dict[str, Any] = {
+                "method": "fgrag",
+                "source": r.source,
+                "similarity": r.similarity,
+                "evidence": r.evidence,
+                "query_entities": [],
+                "descriptions": [],
+                **r.why,
+            }
             evidence["expansion"] = {q: context[q] for q in evidence["query_entities"]}
-            out.append(with_evidence(node, score, evidence))
+            out.append(with_evidence(node, r.score, evidence))
         return out
 
+    def _count(self, counts: dict[str, int]) -> None:
+        s = self._stats
+        s["queries"] += 1
+        s["reached_chunks"] += counts["reached"]
+        s["returned_reached"] += counts["returned_reached"]
+        s["returned_filled"] += counts["filled"]
+        s["queries_filled"] += counts["filled"] > 0
+        s["queries_under_k"] += counts["reached"] < self.similarity_top_k
+        s["chunks_without_vector"] += counts["without_vector"]
+        if counts["filled"]:
+            logger.warning(
+                "FG-RAG retriever: the expansion reached %d chunk(s) for k=%d; %d filled by "
+                "chunk similarity (%d of %d queries so far)",
+                counts["reached"],
+                self.similarity_top_k,
+                counts["filled"],
+                s["queries_filled"],
+                s["queries"],
+            )
+        if counts["without_vector"]:
+            logger.warning(
+                "FG-RAG retriever: %d reached chunk(s) have no vector; ranked by evidence alone",
+                counts["without_vector"],
+            )
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.rank_chunks(self.expand(require_query(query_bundle.query_str)))
+        query = require_query(query_bundle.query_str)
+        return self.rank_chunks(self.expand(query), query)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)

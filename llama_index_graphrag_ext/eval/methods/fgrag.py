@@ -1,15 +1,19 @@
 """FG-RAG in the benchmark runner.
 
 - ``fgrag``: the LLM-free graph (spaCy entities + sentence co-occurrence) and
-  context-aware entity expansion; passages are ranked by the descriptions the
-  expansion gathered (see [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever]).
+  context-aware entity expansion; every passage the expansion reached is ranked
+  by its similarity to the question plus its weighted description evidence,
+  and a short list is filled from passage similarity, counted in the report's
+  ``info`` (see [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever]).
 - ``fgrag-llm``: the same retrieval over a graph extracted by the configured
   LLM (the embedded SmolLM2 cannot write extraction tuples, so with it the graph
   falls back to co-occurrence, and the report's ``info`` says so).
 
 Options (``--set key=value``): ``top_n``, ``strong_top_n``,
 ``description_budget``, ``per_entity``, ``max_depth``, ``max_query_entities``,
-``include_query`` (bool), ``use_strong`` (bool). Each benchmark passage is one
+``include_query`` (bool), ``use_strong`` (bool), ``chunk_ranking``
+(``combined`` / ``evidence``), ``evidence_weight``, ``fill`` (``similarity`` /
+``none`` / ``raise``). Each benchmark passage is one
 chunk (the runner's convention), not the paper's 1200-token chunks.
 """
 
@@ -41,6 +45,9 @@ def _retriever(index: FGRAGIndex, ctx: BenchContext):
         max_query_entities=ctx.option("max_query_entities", 9),
         include_query_as_entity=ctx.option("include_query", True),
         use_strong_context=ctx.option("use_strong", True),
+        chunk_ranking=ctx.option("chunk_ranking", "combined"),
+        evidence_weight=float(ctx.option("evidence_weight", 0.3)),
+        fill=ctx.option("fill", "similarity"),
     )
 
 
@@ -59,7 +66,9 @@ def _build(
     stats = getattr(extractor, "stats", None)
     if stats:
         info["extraction"] = stats
-    return BenchSystem(retriever=_retriever(index, ctx), info=info, steps=[index.llm_steps]), index
+    retriever = _retriever(index, ctx)
+    info["retrieval"] = retriever.stats  # live counts: read when the report is written
+    return BenchSystem(retriever=retriever, info=info, steps=[index.llm_steps]), index
 
 
 @register_method(
