@@ -19,9 +19,11 @@ is this module's, not the paper's:
    reached gold passages fell below rank 5.
 4. the score is ``s(c) + evidence_weight * e(c)``; ``evidence_weight`` was
    chosen on one dev set and reported on the other (``docs/methods/fgrag.md``).
-5. **fill**: when fewer than ``k`` chunks were reached (a tiny corpus, or a
-   query whose entities match nothing), the rest come from chunk similarity
-   over the whole index, marked ``"source": "similarity-fill"`` and counted.
+5. **fill** (off by default: the paper's scope is what the expansion reached):
+   when fewer than ``k`` chunks were reached (a tiny corpus, or a query whose
+   entities match nothing), ``fill="similarity"`` takes the rest from chunk
+   similarity over the whole index, marked ``"source": "similarity-fill"`` and
+   counted; the benchmark runner's ``fgrag`` turns it on.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def rank_reached(
     *,
     ranking: str = "combined",
     evidence_weight: float = 0.3,
-    fill: str = "similarity",
+    fill: str = "none",
 ) -> tuple[list[Ranked], dict[str, int]]:
     """The top ``k`` of every reached chunk, then the fill; with this query's counts.
 
@@ -114,7 +116,7 @@ def rank_reached(
         ranking: ``"combined"`` (similarity + weighted evidence) or
             ``"evidence"`` (the earlier evidence-only order, an ablation).
         evidence_weight: Weight of the normalised evidence in ``"combined"``.
-        fill: ``"similarity"`` tops up to ``k``, ``"none"`` returns fewer,
+        fill: ``"none"`` returns fewer, ``"similarity"`` tops up to ``k``,
             ``"raise"`` raises :class:`UnderfilledError`.
 
     Returns:

@@ -100,9 +100,10 @@ class FGRAGRetriever(BaseRetriever):
             evidence; ``"evidence"``: evidence alone (ablation).
         evidence_weight: Weight of the evidence (chosen on a dev set; see the docs).
         fill: When fewer than ``similarity_top_k`` chunks were reached:
-            ``"similarity"`` tops up with the chunks nearest the question (counted
-            in :attr:`stats`, logged), ``"none"`` returns fewer, ``"raise"``
-            raises :class:`~.ranking.UnderfilledError`.
+            ``"none"`` (default, the paper's scope: only what the expansion
+            reached) returns fewer, counted in :attr:`stats`;
+            ``"similarity"`` tops up with the chunks nearest the question
+            (counted, logged); ``"raise"`` raises :class:`~.ranking.UnderfilledError`.
         callback_manager: Callbacks; ``Settings`` when omitted.
     """
 
@@ -120,7 +121,7 @@ class FGRAGRetriever(BaseRetriever):
         use_strong_context: bool = True,
         chunk_ranking: str = "combined",
         evidence_weight: float = 0.3,
-        fill: str = "similarity",
+        fill: str = "none",
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:

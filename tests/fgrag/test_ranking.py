@@ -55,7 +55,7 @@ def test_a_reached_chunk_the_question_matches_is_within_k() -> None:
 def test_fewer_reached_than_k_all_returned_then_filled_and_counted(
     index: FGRAGIndex, caplog
 ) -> None:
-    retriever = index.as_retriever(similarity_top_k=4, top_n=1, strong_top_n=1)
+    retriever = index.as_retriever(similarity_top_k=4, top_n=1, strong_top_n=1, fill="similarity")
     exps = retriever.expand("Pierre Curie", ["Pierre Curie"])
     reached = {d.chunk_id for e in exps for d in e.hits}
     assert len(reached) == 2  # the Nile and Amazon chunks share no entity with the Curies
@@ -78,8 +78,10 @@ def test_fill_none_and_raise(index: FGRAGIndex) -> None:
     exps = index.as_retriever(top_n=1, strong_top_n=1).expand("Nile", ["Nile"])
     reached = {d.chunk_id for e in exps for d in e.hits}
     assert len(reached) == 1
-    none = index.as_retriever(similarity_top_k=4, fill="none").rank_chunks(exps, "Nile")
+    retriever = index.as_retriever(similarity_top_k=4)  # fill="none" by default
+    none = retriever.rank_chunks(exps, "Nile")
     assert {r.node.node_id for r in none} == reached
+    assert retriever.stats["queries_under_k"] == 1 and retriever.stats["returned_filled"] == 0
     with pytest.raises(UnderfilledError):
         index.as_retriever(similarity_top_k=4, fill="raise").rank_chunks(exps, "Nile")
     with pytest.raises(ValueError):
