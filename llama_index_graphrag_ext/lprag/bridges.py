@@ -129,12 +129,30 @@ def bridge_queries(
     rng: np.random.Generator,
     *,
     max_words: int = 20,
+    mask: bool = False,
+    per_source: int = 1,
 ) -> list[tuple[str, list[int]]]:
-    """One bridge pseudo-query per target chunk that mentions another chunk.
+    """Bridge (cross-passage) pseudo-queries of the target chunks that mention another chunk.
 
     The query is the sentence of ``a`` that names ``b``'s title, cut to a window
     of ``max_words`` words around the mention; it is linked to ``a`` and ``b``.
+
+    Args:
+        pairs: Mention pairs ``(a, b)`` from :func:`title_mentions`.
+        titles: Title of each chunk.
+        sentences: Sentences of each chunk, by chunk index.
+        targets: The chunks ``a`` to write queries for.
+        rng: Random generator (which mentions of a chunk are used).
+        max_words: Window size in words.
+        mask: Drop the mentioned title from the window. The query then reads like
+            the first hop of a multi-hop question ("... was released by"), which
+            names ``a``'s subject but not ``b``: the link to ``b`` is a hint the
+            text encoder cannot see, while an unmasked window simply contains
+            ``b``'s title, which the encoder already matches.
+        per_source: Most mentioned chunks ``b`` per source chunk ``a`` (one query each).
     """
+    if per_source <= 0:
+        raise ValueError("per_source must be > 0")
     by_source: dict[int, list[int]] = defaultdict(list)
     for a, b in pairs:
         by_source[a].append(b)
@@ -143,18 +161,44 @@ def bridge_queries(
         options = by_source.get(int(a))
         if not options:
             continue
-        b = options[int(rng.integers(0, len(options)))]
-        title_words = _norm_words(titles[b] or "")
-        for sentence in sentences[a]:
-            words = sentence.split()
-            lowered = [" ".join(_norm_words(w)) for w in words]
-            hit = _find(lowered, title_words)
-            if hit is None:
-                continue
-            start = max(0, min(hit - max_words // 2, len(words) - max_words))
-            out.append((" ".join(words[start : start + max_words]), [int(a), int(b)]))
-            break
+        if len(options) > per_source:
+            options = [
+                options[i] for i in sorted(rng.choice(len(options), per_source, replace=False))
+            ]
+        for b in options:
+            query = _mention_window(sentences[a], _norm_words(titles[b] or ""), max_words, mask)
+            if query:
+                out.append((query, [int(a), int(b)]))
     return out
+
+
+def _mention_window(
+    sentences: Sequence[str], title_words: list[str], max_words: int, mask: bool
+) -> str | None:
+    """The window around the first sentence naming ``title_words`` (masked: without them)."""
+    for sentence in sentences:
+        words = sentence.split()
+        lowered = [" ".join(_norm_words(w)) for w in words]
+        hit = _find(lowered, title_words)
+        if hit is None:
+            continue
+        if mask:
+            end = _span_end(lowered, hit, len(title_words))
+            words = words[:hit] + words[end:]
+            if not words:
+                return None
+        start = max(0, min(hit - max_words // 2, len(words) - max_words))
+        return " ".join(words[start : start + max_words])
+    return None
+
+
+def _span_end(lowered: list[str], hit: int, n_words: int) -> int:
+    """Index after the word tokens holding the ``n_words`` title words starting at ``hit``."""
+    seen, end = 0, hit
+    while end < len(lowered) and seen < n_words:
+        seen += len(lowered[end].split())
+        end += 1
+    return end
 
 
 def _find(lowered: list[str], title_words: list[str]) -> int | None:

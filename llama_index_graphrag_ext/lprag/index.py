@@ -95,6 +95,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
       none resolves; ``llm`` makes no LLM an error;
     * ``max_llm_batches``: bound on LLM-written batches (the rest get pseudo-queries);
     * ``pseudo_max_words``: longest sentence window in a pseudo-query (20);
+    * ``bridges``: title-mention edges and cross-passage (bridge) pseudo-queries
+      (:mod:`.bridges`, our addition); ``knn_edges=False`` then drops the
+      mutual-kNN edges, so messages pass only along title links;
+      ``bridge_mask`` drops the mentioned title from a bridge query;
+      ``bridges_per_chunk`` bounds the bridge queries of one chunk (1);
     * ``hidden``, ``layers``, ``lr``, ``weight_decay``, ``epochs``, ``negatives``,
       ``hard_negative_fraction``, ``val_fraction``, ``patience``, ``seed``,
       ``threads``, ``pair_batch``, ``links_per_epoch``: training (see
@@ -120,6 +125,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         max_llm_batches: int | None = None,
         pseudo_max_words: int = 20,
         bridges: bool = False,
+        knn_edges: bool = True,
+        bridge_mask: bool = False,
+        bridges_per_chunk: int = 1,
         hidden: int = 256,
         layers: int = 1,
         lr: float = 0.0043,
@@ -153,10 +161,13 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             ("queries_per_batch", queries_per_batch),
             ("pseudo_max_words", pseudo_max_words),
             ("finetune_epochs", finetune_epochs),
+            ("bridges_per_chunk", bridges_per_chunk),
             ("max_concurrency", max_concurrency),
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
+        if not knn_edges and not bridges:
+            raise ValueError("knn_edges=False needs bridges=True (the graph would have no edges)")
         if max_llm_batches is not None and max_llm_batches < 0:
             raise ValueError("max_llm_batches must be >= 0 or None")
         self._settings = {
@@ -168,6 +179,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             "max_llm_batches": max_llm_batches,
             "pseudo_max_words": pseudo_max_words,
             "bridges": bool(bridges),
+            "knn_edges": bool(knn_edges),
+            "bridge_mask": bool(bridge_mask),
+            "bridges_per_chunk": int(bridges_per_chunk),
             "update_policy": update_policy,
             "finetune_epochs": finetune_epochs,
             "llm_cache_path": llm_cache_path,
@@ -296,10 +310,14 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     def _relink(self, new_nodes: Sequence[BaseNode] = ()) -> None:
         """Mutual-kNN chunk graph with cosine weights (Eq. 4-5), blocked exact search.
 
-        With ``bridges`` on, title-mention edges join it (see :mod:`.bridges`).
+        With ``bridges`` on, title-mention edges join it (see :mod:`.bridges`);
+        with ``knn_edges`` off they are the only edges.
         """
         matrix = self._chunks.matrix
-        self._edges = similarity_edges(matrix, int(self._settings["k"]))
+        if self._settings.get("knn_edges", True):
+            self._edges = similarity_edges(matrix, int(self._settings["k"]))
+        else:
+            self._edges = no_edges()
         self._mentions = []
         if self._settings["bridges"] and len(matrix):
             titles, texts = self._titles_and_texts(new_nodes)

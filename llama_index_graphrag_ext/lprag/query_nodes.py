@@ -178,6 +178,8 @@ class QueryNodeWriter:
             sources,
             index._rng,
             max_words=int(self._settings["pseudo_max_words"]),
+            mask=bool(self._settings.get("bridge_mask", False)),
+            per_source=int(self._settings.get("bridges_per_chunk", 1)),
         )
 
     def _add_block_queries(

@@ -55,6 +55,9 @@ def _settings(ctx: BenchContext) -> dict[str, Any]:
         "bridges": ctx.option(
             "bridges", False, cast=lambda s: s.lower() in ("1", "true", "yes", "bridges")
         ),
+        "knn_edges": ctx.option("knn", True),
+        "bridge_mask": ctx.option("mask", False),
+        "bridges_per_chunk": ctx.option("per_chunk", 1),
         "seed": ctx.option("seed", 0),
         "threads": ctx.option("threads", 2),
     }

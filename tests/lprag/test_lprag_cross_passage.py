@@ -1,0 +1,100 @@
+"""LLM-free supervision that the encoder lacks: masked cross-passage queries, title-link graph, hard negatives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llama_index.core.schema import Document
+
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex
+from llama_index_graphrag_ext.lprag.bridges import bridge_queries, title_mentions
+from llama_index_graphrag_ext.lprag.link_graph import LinkGraph
+from llama_index_graphrag_ext.lprag.training import _Sampler
+
+PAGES = {
+    "Song X": "Song X is a ballad recorded by Ann Lee in 1990. It topped the charts.",
+    "Ann Lee": "Ann Lee is a singer born in Oslo. She married Bo Berg in 2001.",
+    "Oslo": "Oslo is the capital of Norway. It lies on a fjord.",
+    "Bo Berg": "Bo Berg is a painter. He studied in Oslo and Rome.",
+    "Green tea": "Green tea is made from unoxidised leaves. It is popular in Japan.",
+    "Rome": "Rome is the capital of Italy. Ann Lee sang in Rome in 1995.",
+}
+DOCS = [Document(id_=t, text=v, metadata={"title": t}) for t, v in PAGES.items()]
+SMALL = {"hidden": 16, "epochs": 5, "lr": 0.01, "threads": 1, "k": 2, "query_neighbors": 2}
+
+
+def test_masked_cross_passage_query_names_the_source_but_not_the_target():
+    titles = list(PAGES)
+    sentences = [[s.strip() + "." for s in t.split(".") if s.strip()] for t in PAGES.values()]
+    pairs = title_mentions(titles, list(PAGES.values()))
+    assert (0, 1) in pairs  # Song X names Ann Lee
+    rng = np.random.default_rng(0)
+    out = bridge_queries(pairs, titles, sentences, [0], rng, mask=True)
+    assert out == [("Song X is a ballad recorded by in 1990.", [0, 1])]
+    # Unmasked, the window carries the target's title (what dense already matches).
+    plain = bridge_queries(pairs, titles, sentences, [0], np.random.default_rng(0))
+    assert "Ann Lee" in plain[0][0] and plain[0][1] == [0, 1]
+
+
+def test_per_source_bounds_the_queries_of_a_chunk():
+    titles = list(PAGES)
+    sentences = [[s.strip() + "." for s in t.split(".") if s.strip()] for t in PAGES.values()]
+    pairs = title_mentions(titles, list(PAGES.values()))
+    ann = titles.index("Ann Lee")
+    mentioned = sorted(b for a, b in pairs if a == ann)
+    assert len(mentioned) == 2  # Oslo and Bo Berg
+    rng = np.random.default_rng(0)
+    every = bridge_queries(pairs, titles, sentences, [ann], rng, mask=True, per_source=5)
+    assert sorted(linked[1] for _, linked in every) == mentioned
+    assert all(titles[linked[1]].lower() not in text.lower() for text, linked in every)
+    one = bridge_queries(pairs, titles, sentences, [ann], rng, mask=True, per_source=1)
+    assert len(one) == 1
+    with pytest.raises(ValueError, match="per_source"):
+        bridge_queries(pairs, titles, sentences, [ann], rng, per_source=0)
+
+
+def test_title_link_graph_has_only_mention_edges(bow_embed):
+    index = ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        bridges=True, knn_edges=False, bridge_mask=True, bridges_per_chunk=3, **SMALL,
+    )  # fmt: skip
+    ids = index.chunk_ids()
+    title = {n.node_id: n.metadata["title"] for n in index.get_chunks(ids)}
+    rows, cols, _ = index._edges
+    edges = {frozenset((title[ids[a]], title[ids[b]])) for a, b in zip(rows, cols, strict=True)}
+    expected = {
+        frozenset(p)
+        for p in [("Song X", "Ann Lee"), ("Ann Lee", "Oslo"), ("Ann Lee", "Bo Berg"),
+                  ("Bo Berg", "Oslo"), ("Bo Berg", "Rome"), ("Rome", "Ann Lee")]
+    }  # fmt: skip
+    assert edges == expected  # no cosine-kNN edge; "Green tea" stays isolated
+    bridge = [q for q in index.queries() if q["origin"] == "bridge"]
+    assert len(bridge) == index.build_stats["bridge_queries"] == 6  # every mention pair
+    for q in bridge:
+        assert title[q["chunks"][1]].lower() not in q["text"].lower()
+    assert index.as_retriever(similarity_top_k=3).retrieve("Who recorded Song X?")
+    with pytest.raises(ValueError, match="knn_edges=False needs bridges"):
+        ChunkQueryLinkIndex.from_documents(
+            DOCS, embed_model=bow_embed, transformations=[PassageParser()],
+            query_source="pseudo", knn_edges=False, **SMALL,
+        )  # fmt: skip
+
+
+def test_hard_negatives_come_from_the_query_s_dense_top_k():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(40, 8)).astype(np.float32)
+    z /= np.linalg.norm(z, axis=1, keepdims=True)
+    zq = z[:3] + 0.05 * rng.normal(size=(3, 8)).astype(np.float32)
+    zq /= np.linalg.norm(zq, axis=1, keepdims=True)
+    none = np.zeros(0, np.int64)
+    data = LinkGraph(z, none, none, np.zeros(0, np.float32), zq, np.zeros((3, 1), np.int64),
+                     np.ones((3, 1), np.float32), np.arange(3), np.arange(3))  # fmt: skip
+    sampler = _Sampler(data, pool=5, rng=rng)
+    queries = np.repeat(np.arange(3), 200)
+    hard = sampler.hard(queries)
+    top5 = np.argsort(-(zq @ z.T), axis=1)[:, :5]
+    for q in range(3):
+        drawn = set(hard[queries == q].tolist())
+        assert drawn <= set(top5[q].tolist()) - {q}  # dense top-k, never the positive
+        assert len(drawn) == 4
