@@ -12,10 +12,13 @@ Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,
 ``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``,
 ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`llama_index_graphrag_ext.lprag.bridges`) and
+``knn`` (``false``: messages pass along title links only), ``mask`` (bridge
+queries without the mentioned title), ``per_chunk`` (bridge queries per chunk),
 ``prior`` (the retriever's ``cosine_prior``) and ``candidates`` (the retriever's
 ``max_candidates``; 0 scores every chunk). Name suffixes set them too, in this
-order: ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1``, e.g.
-``lprag-pseudo-mlp-bridges-hard0.5-prior1``.
+order: ``-titles``, ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1``, e.g.
+``lprag-pseudo-mlp-bridges-hard0.5-prior1``. ``-titles`` is the LLM-free preset
+:data:`TITLES_PRESET` (chosen on musique-100); ``--set`` overrides its values.
 """
 
 from __future__ import annotations
@@ -36,30 +39,55 @@ from ..registry import BenchContext, BenchSystem, register_method
 logger = logging.getLogger(__name__)
 
 _PREDICTOR = (
-    r"(?:-(?P<predictor>ncn|sage|gcn|mlp))?(?:-(?P<bridges>bridges))?"
+    r"(?:-(?P<preset>titles))?(?:-(?P<predictor>ncn|sage|gcn|mlp))?(?:-(?P<bridges>bridges))?"
     r"(?:-hard(?P<hard>[0-9.]+))?(?:-prior(?P<prior>[0-9.]+))?"
 )
 
 
+#: ``-titles``: the LLM-free preset chosen on musique-100's questions (see the
+#: LP-RAG page): NCN over title links only, masked cross-passage queries, half
+#: hard negatives, queries attached to M = 3 chunks, cosine prior 2.
+TITLES_PRESET: dict[str, Any] = {
+    "bridges": True,
+    "knn": False,
+    "mask": True,
+    "per_chunk": 3,
+    "hard": 0.5,
+    "epochs": 30,
+    "query_neighbors": 3,
+    "prior": 2.0,
+}
+
+
+def _default(ctx: BenchContext, name: str, value: Any) -> Any:
+    """The preset's value for ``name`` under ``-titles``, else ``value``."""
+    if ctx.options.get("preset") == "titles":
+        return TITLES_PRESET.get(name, value)
+    return value
+
+
 def _settings(ctx: BenchContext) -> dict[str, Any]:
+    def opt(name: str, value: Any, **kw: Any) -> Any:
+        return ctx.option(name, _default(ctx, name, value), **kw)
+
     return {
-        "predictor": ctx.option("predictor", "ncn"),
-        "epochs": ctx.option("epochs", 100),
-        "hidden": ctx.option("hidden", 256),
-        "layers": ctx.option("layers", 1),
-        "lr": ctx.option("lr", 0.0043),
-        "negatives": ctx.option("negatives", 3),
-        "hard_negative_fraction": ctx.option("hard", 0.0),
-        "query_neighbors": ctx.option("query_neighbors", 10),
-        "k": ctx.option("k", 5),
-        "bridges": ctx.option(
+        "predictor": opt("predictor", "ncn"),
+        "epochs": opt("epochs", 100),
+        "hidden": opt("hidden", 256),
+        "layers": opt("layers", 1),
+        "lr": opt("lr", 0.0043),
+        "negatives": opt("negatives", 3),
+        "hard_negative_fraction": opt("hard", 0.0),
+        "query_neighbors": opt("query_neighbors", 10),
+        "k": opt("k", 5),
+        "bridges": opt(
             "bridges", False, cast=lambda s: s.lower() in ("1", "true", "yes", "bridges")
         ),
-        "knn_edges": ctx.option("knn", True),
-        "bridge_mask": ctx.option("mask", False),
-        "bridges_per_chunk": ctx.option("per_chunk", 1),
-        "seed": ctx.option("seed", 0),
-        "threads": ctx.option("threads", 2),
+        "knn_edges": opt("knn", True),
+        "bridge_mask": opt("mask", False),
+        "bridges_per_chunk": opt("per_chunk", 1),
+        "seed": opt("seed", 0),
+        "threads": opt("threads", 2),
     }
 
 
@@ -68,7 +96,8 @@ def _info(index: ChunkQueryLinkIndex, ctx: BenchContext, **extra: Any) -> dict[s
     info: dict[str, Any] = {
         "predictor": index.predictor,
         "bridges": bool(index.config().get("bridges")),
-        "cosine_prior": ctx.option("prior", 0.0),
+        "cosine_prior": ctx.option("prior", _default(ctx, "prior", 0.0)),
+        "preset": ctx.options.get("preset"),
         "chunks": len(index),
         "chunk_edges": int(len(index._edges[0])),
         "queries": index.num_queries,
@@ -111,7 +140,7 @@ def _retriever(index: ChunkQueryLinkIndex, ctx: BenchContext):
     cap = int(ctx.option("candidates", DEFAULT_MAX_CANDIDATES))
     return index.as_retriever(
         similarity_top_k=ctx.top_k,
-        cosine_prior=ctx.option("prior", 0.0),
+        cosine_prior=ctx.option("prior", _default(ctx, "prior", 0.0)),
         max_candidates=cap if cap > 0 else None,
     )
 
