@@ -98,3 +98,20 @@ def test_hard_negatives_come_from_the_query_s_dense_top_k():
         drawn = set(hard[queries == q].tolist())
         assert drawn <= set(top5[q].tolist()) - {q}  # dense top-k, never the positive
         assert len(drawn) == 4
+
+
+def test_titles_preset_name_sets_the_title_link_settings(bow_embed):
+    from llama_index_graphrag_ext.eval.methods.lprag import _settings
+    from llama_index_graphrag_ext.eval.registry import REGISTRY, BenchContext
+
+    _, options = REGISTRY.resolve("lprag-pseudo-titles")
+    settings = _settings(BenchContext(embed_model=bow_embed, options=options))
+    assert settings["predictor"] == "ncn" and settings["bridges"] is True
+    assert settings["knn_edges"] is False and settings["bridge_mask"] is True
+    assert settings["query_neighbors"] == 3 and settings["hard_negative_fraction"] == 0.5
+    # --set overrides the preset; without it the paper's defaults stay.
+    over = _settings(BenchContext(embed_model=bow_embed, options={**options, "knn": "true"}))
+    assert over["knn_edges"] is True
+    _, plain = REGISTRY.resolve("lprag-pseudo")
+    base = _settings(BenchContext(embed_model=bow_embed, options=plain))
+    assert base["knn_edges"] is True and base["bridges"] is False and base["query_neighbors"] == 10
