@@ -180,3 +180,33 @@ def test_other_full_tier_methods(server, tmp_path, capsys, method, extra):
     assert answer["answer"] and answer["passages"]
     assert requests(server) > before  # the answer came over the wire
     assert main(["info", str(out_dir)]) == 0
+
+
+def test_interrupted_build_resumes_without_paying_twice(server, tmp_path, capsys):
+    from collections import Counter
+
+    from llama_index_graphrag_ext.testing.wire.protocol import Fault
+
+    corpus = make_corpus(tmp_path / "docs")
+    out_dir = tmp_path / "index"
+    replies, answered = server.responder, Counter()
+
+    def counting(request):
+        answered[request.prompt] += 1
+        return replies(request)
+
+    server.responder = counting
+    # The server fails for good from the third request on: the build stops there.
+    server.inject(Fault(status=400, times=None, match=lambda request: request.number > 2))
+    argv = ["index", str(corpus), "--method", "qcg", "--out", str(out_dir), "--llm", "openai-like"]
+    code, _, err = run(capsys, *argv, "--set", "on_llm_failure=raise", *EMBED)
+    assert code == 1 and "error: " in err and "Traceback" not in err, err
+    assert "HTTP 400" in err and "on_llm_failure=" in err
+    assert not (out_dir / "index").exists()  # nothing half-written
+    assert sum(answered.values()) == 2
+
+    server.reset()  # the server is back
+    code, out, err = run(capsys, *argv, "--set", "on_llm_failure=raise", *EMBED)
+    assert code == 0, err
+    assert "indexed 5 file(s)" in out
+    assert len(answered) > 2 and max(answered.values()) == 1  # no prompt was paid for twice
