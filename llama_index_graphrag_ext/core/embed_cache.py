@@ -18,6 +18,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from .llm.cache import LLMCache, cache_key
+from .pooling import PooledEmbedding
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,11 @@ class CachedEmbedding(BaseEmbedding):
         kw.setdefault("model_name", f"cached:{inner.model_name}")
         super().__init__(inner=inner, **kw)
         self._cache = LLMCache(cache_path)
-        self._namespace = f"embedding:{type(inner).__name__}:{inner.model_name}"
+        # A pooling wrapper keeps its inner embedder's namespace: texts within the
+        # window get that embedder's vectors, and pooled texts get their own
+        # key kind (see _kinds), never a truncated vector cached without pooling.
+        model = inner.inner if isinstance(inner, PooledEmbedding) else inner
+        self._namespace = f"embedding:{type(model).__name__}:{model.model_name}"
 
     @classmethod
     def class_name(cls) -> str:
@@ -67,15 +72,28 @@ class CachedEmbedding(BaseEmbedding):
     def _key(self, text: str, kind: str) -> str:
         return cache_key(self._namespace, text, {"kind": kind})
 
+    def _kinds(self, texts: list[str]) -> list[str]:
+        """Each text's key kind: ``text``, or ``text`` plus the pooling tag when it is pooled."""
+        inner = self.inner
+        if not isinstance(inner, PooledEmbedding) or not inner.pooling:
+            return ["text"] * len(texts)
+        tag = f"text:{inner.cache_tag}"
+        return [tag if pooled else "text" for pooled in inner.pooled(texts)]
+
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        keys = [self._key(t, "text") for t in texts]
+        kinds = self._kinds(texts)
+        keys = [self._key(t, kind) for t, kind in zip(texts, kinds, strict=True)]
         found = [self._cache.get(k) for k in keys]
-        todo = list(dict.fromkeys(texts[i] for i, v in enumerate(found) if v is None))
-        fresh = dict(
-            zip(todo, self.inner.get_text_embedding_batch(todo) if todo else [], strict=True)
-        )
-        for text, vector in fresh.items():
-            self._cache.put(self._key(text, "text"), _encode(vector))
+        todo: list[int] = []  # the first position of each text to embed
+        seen: set[str] = set()
+        for i, value in enumerate(found):
+            if value is None and texts[i] not in seen:
+                seen.add(texts[i])
+                todo.append(i)
+        vectors = self.inner.get_text_embedding_batch([texts[i] for i in todo]) if todo else []
+        fresh = {texts[i]: vector for i, vector in zip(todo, vectors, strict=True)}
+        for i in todo:
+            self._cache.put(keys[i], _encode(fresh[texts[i]]))
         return [
             list(fresh[text]) if value is None else _decode(value)
             for text, value in zip(texts, found, strict=True)

@@ -301,6 +301,7 @@ def _run(
         },
     }
     documents = bench.documents()
+    report["run"].update(_window_facts(base_embed, documents))
     if server is not None:  # the unit of the cost table's per-1k-token figures
         from ..core.text import count_tokens
 
@@ -344,7 +345,28 @@ def _run(
             row["index_vs_embed"] = round(row["index_seconds"] / floor, 3)
         report["methods"][name] = row
     add_paired_intervals(report, bench.questions)
+    if "embed_window" in report["run"] and hasattr(base_embed, "stats"):
+        report["run"]["embed_window"]["stats"] = base_embed.stats  # texts pooled, windows
     return report
+
+
+def _window_facts(embed_model, documents) -> dict[str, Any]:
+    """How many passages (as the embedder reads them) exceed its window, and whether pooled."""
+    from llama_index.core.schema import MetadataMode
+
+    from ..core.pooling import count_over_window, find_window
+
+    window = find_window(embed_model)
+    if window is None:
+        return {}
+    texts = [d.get_content(metadata_mode=MetadataMode.EMBED) for d in documents]
+    return {
+        "embed_window": {
+            "tokens": window.max_tokens,
+            "passages_over": count_over_window(embed_model, texts),
+            "pooled": bool(getattr(embed_model, "pooling", False)),
+        }
+    }
 
 
 def add_paired_intervals(report: dict[str, Any], questions: Sequence[Question], k: int = 5) -> None:
@@ -390,7 +412,7 @@ def embedding_floor_seconds(embed_model, documents) -> float | None:
     """
     from llama_index.core.schema import MetadataMode
 
-    model = getattr(embed_model, "_model", None)
+    model = getattr(getattr(embed_model, "inner", embed_model), "_model", None)
     if model is None or not hasattr(model, "encode"):
         logger.warning("embedding floor needs a sentence-transformers embedder; skipped")
         return None
@@ -486,7 +508,7 @@ def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
         for key, _, fmt in cols:
             value = row.get(key)
             if fmt is None:
-                cells.append(delta_cell(row))
+                cells.append("(reference)" if name == REFERENCE else delta_cell(row))
             else:
                 cells.append("" if value is None else fmt.format(value))
         lines.append("| " + " | ".join(cells) + " |")

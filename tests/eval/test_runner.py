@@ -129,6 +129,12 @@ def test_dense_and_bm25_with_the_real_embedder(musique_slice, minilm, monkeypatc
     assert dense["recall@10"] > 0.6 and bm25["recall@10"] > 0.5
     assert dense["llm_calls_index"] == dense["llm_calls_query"] == 0
     assert report["run"]["embed_floor_seconds"] > 0 and dense["index_vs_embed"] > 0
+    # The run says how many passages exceed MiniLM's 256 word pieces (and that they were pooled).
+    window = report["run"]["embed_window"]
+    assert window["tokens"] == 256 and window["pooled"] is True
+    assert 0 <= window["passages_over"] <= 60
+    assert window["stats"]["texts_pooled"] >= window["passages_over"]
+    assert f"{window['passages_over']} of 60 passages exceed" in format_table(report)
 
 
 def test_paired_intervals_against_dense(musique_slice, settings_embed):
@@ -140,6 +146,7 @@ def test_paired_intervals_against_dense(musique_slice, settings_embed):
     )
     dense, bm25 = report["methods"]["dense"]["vs_dense"], report["methods"]["bm25"]["vs_dense"]
     assert (dense["mean"], dense["low"], dense["high"], dense["n"]) == (0, 0, 0, 8)
+    assert "| dense | llm-free |" in format_table(report)
     difference = report["methods"]["bm25"]["recall@5"] - report["methods"]["dense"]["recall@5"]
     assert bm25["mean"] == pytest.approx(difference, abs=1e-4)
     assert bm25["low"] <= bm25["mean"] <= bm25["high"] and bm25["metric"] == "recall@5"

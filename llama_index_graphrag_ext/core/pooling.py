@@ -1,0 +1,276 @@
+"""Embed texts longer than the embedder's window as the mean of overlapping windows.
+
+A sentence-transformers model reads at most ``max_seq_length`` word pieces
+(256 for the bundled all-MiniLM-L6-v2, two of them ``[CLS]``/``[SEP]``) and
+silently drops the rest: a passage's vector says nothing about what the
+passage says past that point. :class:`PooledEmbedding` wraps an embedder so
+that a text longer than the window is cut, with the embedder's own tokenizer,
+into windows of word pieces that overlap by ``overlap`` pieces (the last one
+ending at the text's end), each window is embedded, and the text's vector is
+the normalised mean of the windows' unit vectors. Every method that embeds
+through the wrapper (chunk vectors, chunk ranking, pseudo-queries, ...)
+sees the whole text.
+
+Texts within the window are handed to the inner embedder exactly as they come
+(same batch, same order), so their vectors are bit-identical to the inner
+embedder's. Queries are embedded as the inner embedder does.
+
+An embedder whose window or tokenizer cannot be found is used as it is: the
+wrapper says so once (a warning), records it in :attr:`PooledEmbedding.stats`,
+and raises instead with ``strict=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import ConfigDict, Field, PrivateAttr
+
+logger = logging.getLogger(__name__)
+
+#: Word pieces two neighbouring windows share.
+DEFAULT_OVERLAP = 64
+#: Texts whose "longer than the window?" answer is remembered (by a digest of the text).
+_MEMO_SIZE = 200_000
+
+
+@dataclass(frozen=True)
+class Window:
+    """An embedder's window: the tokenizer, the model's limit and the room left for text."""
+
+    tokenizer: Any
+    max_tokens: int  # what the model reads, special tokens included
+    text_tokens: int  # word pieces of the text itself that fit
+
+
+def find_window(embed_model: BaseEmbedding) -> Window | None:
+    """The window of a sentence-transformers embedder (``HuggingFaceEmbedding``), or None."""
+    if isinstance(embed_model, PooledEmbedding):
+        return embed_model.window
+    model = getattr(embed_model, "_model", None)
+    tokenizer = getattr(model, "tokenizer", None)
+    limit = getattr(model, "max_seq_length", None)
+    if tokenizer is None or not limit or not getattr(tokenizer, "is_fast", False):
+        return None  # offsets need a fast tokenizer
+    special = int(tokenizer.num_special_tokens_to_add(pair=False))
+    instruction = getattr(embed_model, "text_instruction", None) or ""
+    prefix = (
+        len(tokenizer(instruction, add_special_tokens=False)["input_ids"]) if instruction else 0
+    )
+    room = int(limit) - special - prefix
+    return Window(tokenizer, int(limit), room) if room > 0 else None
+
+
+def count_over_window(embed_model: BaseEmbedding, texts: list[str]) -> int | None:
+    """How many ``texts`` are longer than ``embed_model``'s window (None: window unknown)."""
+    window = find_window(embed_model)
+    if window is None:
+        return None
+    return sum(1 for spans in _piece_spans(window, texts) if len(spans) > window.text_tokens)
+
+
+def _piece_spans(window: Window, texts: list[str]) -> list[list[tuple[int, int, int | None]]]:
+    """Per text, each word piece's ``(start char, end char, word index)``.
+
+    A text of no more characters than the window's room cannot hold more word
+    pieces than that (each piece covers at least one character): it is not
+    tokenised, and gets an empty list.
+    """
+    out: list[list[tuple[int, int, int | None]]] = [[] for _ in texts]
+    todo = [i for i, t in enumerate(texts) if len(t) > window.text_tokens]
+    if not todo:
+        return out
+    enc = window.tokenizer(
+        [texts[i] for i in todo],
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        verbose=False,
+    )
+    for row, i in enumerate(todo):
+        words = enc.word_ids(row)
+        out[i] = [(s, e, w) for (s, e), w in zip(enc["offset_mapping"][row], words, strict=True)]
+    return out
+
+
+def window_texts(text: str, spans: list[tuple[int, int, int | None]], size: int, overlap: int):
+    """The text's windows of ``size`` word pieces, ``overlap`` shared between neighbours.
+
+    Windows start every ``size - overlap`` pieces, moved back to the start of
+    a word, and the last one ends at the text's last piece; each is the
+    original text between its first and last piece (so casing and spacing are
+    the text's own).
+    """
+    n = len(spans)
+    if n <= size:
+        return [text]
+    stride = max(1, size - overlap)
+    starts = list(range(0, n - size, stride)) + [n - size]
+    windows, seen = [], set()
+    for start in starts:
+        while start > 0 and spans[start][2] is not None and spans[start][2] == spans[start - 1][2]:
+            start -= 1  # a window never opens inside a word
+        if start in seen:
+            continue
+        seen.add(start)
+        stop = min(n, start + size)
+        windows.append(text[spans[start][0] : spans[stop - 1][1]])
+    return windows
+
+
+class PooledEmbedding(BaseEmbedding):
+    """An embedder that reads texts past its inner embedder's window (see the module docs).
+
+    Args:
+        inner: The embedder doing the work (a ``HuggingFaceEmbedding`` for pooling).
+        overlap: Word pieces shared by neighbouring windows.
+        enabled: ``False`` embeds every text as the inner embedder does (the switch).
+        strict: Raise when the inner embedder's window cannot be found.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    inner: BaseEmbedding = Field(description="The embedder doing the work.")
+    overlap: int = Field(default=DEFAULT_OVERLAP, description="Word pieces shared by windows.")
+    enabled: bool = Field(default=True, description="Pool texts longer than the window.")
+    _window: Window | None = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _counts: dict = PrivateAttr(default_factory=dict)
+    _memo: dict = PrivateAttr(default_factory=dict)
+
+    def __init__(
+        self,
+        inner: BaseEmbedding,
+        overlap: int = DEFAULT_OVERLAP,
+        enabled: bool = True,
+        strict: bool = False,
+        window: Window | None = None,
+        **kw: Any,
+    ) -> None:
+        kw.setdefault("embed_batch_size", inner.embed_batch_size)
+        kw.setdefault("model_name", inner.model_name)
+        super().__init__(inner=inner, overlap=overlap, enabled=enabled, **kw)
+        self._window = window if window is not None else find_window(inner)
+        self._counts = {"texts": 0, "texts_pooled": 0, "windows_embedded": 0}
+        if self._window is not None and not 0 <= overlap < self._window.text_tokens:
+            raise ValueError(f"overlap must be in [0, {self._window.text_tokens})")
+        if self._window is None and enabled:
+            message = (
+                f"embedder {type(inner).__name__}({inner.model_name}): its window or tokenizer "
+                "cannot be found, so texts longer than its window are embedded as it does "
+                "(no pooling)"
+            )
+            if strict:
+                raise ValueError(message)
+            logger.warning(message)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PooledEmbedding"
+
+    @property
+    def window(self) -> Window | None:
+        """The inner embedder's window (None: unknown, nothing is pooled)."""
+        return self._window
+
+    @property
+    def pooling(self) -> bool:
+        """Whether texts longer than the window are pooled."""
+        return self.enabled and self._window is not None
+
+    @property
+    def cache_tag(self) -> str:
+        """What tells a pooled vector apart in a cache key (its window and overlap)."""
+        size = self._window.text_tokens if self._window is not None else 0
+        return f"pooled:{size}:{self.overlap}"
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Texts embedded, texts pooled, windows embedded for them, and the settings."""
+        with self._lock:
+            counts = dict(self._counts)
+        window = self._window
+        return {
+            **counts,
+            "pooling": self.pooling,
+            "window_known": window is not None,
+            "window_tokens": window.max_tokens if window is not None else None,
+            "overlap": self.overlap,
+        }
+
+    def pooled(self, texts: list[str]) -> list[bool]:
+        """For each text, whether it is embedded as a pool of windows."""
+        if not self.pooling:
+            return [False] * len(texts)
+        return [bool(w) for w in self._windows_of(texts, keep=False)]
+
+    def _windows_of(self, texts: list[str], keep: bool = True) -> list[list[str] | None]:
+        """Each long text's windows (None for texts within the window).
+
+        Whether a text is long is remembered by a digest of it, so asking again
+        (the cache's key, then the embedding) tokenises a text once.
+        """
+        window = self._window
+        digests = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+        out: list[list[str] | None] = [None] * len(texts)
+        todo = [
+            i
+            for i, (t, d) in enumerate(zip(texts, digests, strict=True))
+            if len(t) > window.text_tokens and self._memo.get(d, True)
+        ]
+        if not todo:
+            return out
+        spans = _piece_spans(window, [texts[i] for i in todo])
+        for i, text_spans in zip(todo, spans, strict=True):
+            long = len(text_spans) > window.text_tokens
+            if len(self._memo) < _MEMO_SIZE:
+                self._memo[digests[i]] = long
+            if long:
+                out[i] = (
+                    window_texts(texts[i], text_spans, window.text_tokens, self.overlap)
+                    if keep
+                    else [texts[i]]
+                )
+        return out
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        # The batch goes to the inner embedder as it came: texts within the
+        # window get exactly the inner embedder's vectors.
+        vectors = [list(v) for v in self.inner.get_text_embedding_batch(texts)]
+        windows = self._windows_of(texts) if self.pooling else [None] * len(texts)
+        long = [i for i, w in enumerate(windows) if w]
+        flat = [piece for i in long for piece in windows[i]]
+        if flat:
+            pieces = np.asarray(self.inner.get_text_embedding_batch(flat), dtype=np.float64)
+            norms = np.linalg.norm(pieces, axis=1, keepdims=True)
+            pieces /= np.where(norms == 0, 1.0, norms)
+            row = 0
+            for i in long:
+                mean = pieces[row : row + len(windows[i])].mean(axis=0)
+                row += len(windows[i])
+                norm = np.linalg.norm(mean)
+                vectors[i] = (mean / norm if norm else mean).astype(np.float32).tolist()
+        with self._lock:
+            self._counts["texts"] += len(texts)
+            self._counts["texts_pooled"] += len(long)
+            self._counts["windows_embedded"] += len(flat)
+        return vectors
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embeddings([text])[0]
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return self._get_text_embedding(text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._get_text_embeddings(texts)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self.inner.get_query_embedding(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return await self.inner.aget_query_embedding(query)
