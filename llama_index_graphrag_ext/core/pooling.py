@@ -22,6 +22,7 @@ and raises instead with ``strict=True``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
@@ -111,13 +112,23 @@ def window_texts(text: str, spans: list[tuple[int, int, int | None]], size: int,
         return [text]
     stride = max(1, size - overlap)
     starts = list(range(0, n - size, stride)) + [n - size]
-    windows, seen = [], set()
-    for start in starts:
-        while start > 0 and spans[start][2] is not None and spans[start][2] == spans[start - 1][2]:
-            start -= 1  # a window never opens inside a word
-        if start in seen:
+
+    def inside_word(i: int) -> bool:
+        return 0 < i < n and spans[i][2] is not None and spans[i][2] == spans[i - 1][2]
+
+    windows, previous = [], -1
+    for planned in starts:
+        start = planned
+        while inside_word(start):  # a window never opens inside a word: back to its start,
+            start -= 1
+        if start <= previous:  # or on to the next word when that is where the last one opened
+            start = planned
+            while inside_word(start):
+                start += 1
+            start = planned if start >= n else start
+        if start <= previous:
             continue
-        seen.add(start)
+        previous = start
         stop = min(n, start + size)
         windows.append(text[spans[start][0] : spans[stop - 1][1]])
     return windows
@@ -171,6 +182,17 @@ class PooledEmbedding(BaseEmbedding):
     @classmethod
     def class_name(cls) -> str:
         return "PooledEmbedding"
+
+    def __getattr__(self, item: str) -> Any:
+        # A drop-in for the wrapped embedder: its public settings (max_length,
+        # normalize, ...) read through the wrapper.
+        try:
+            return super().__getattr__(item)
+        except AttributeError:
+            inner = self.__dict__.get("inner")
+            if item.startswith("_") or inner is None:
+                raise
+            return getattr(inner, item)
 
     @property
     def window(self) -> Window | None:
@@ -238,36 +260,40 @@ class PooledEmbedding(BaseEmbedding):
         return out
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        # The batch goes to the inner embedder as it came: texts within the
-        # window get exactly the inner embedder's vectors.
-        vectors = [list(v) for v in self.inner.get_text_embedding_batch(texts)]
         windows = self._windows_of(texts) if self.pooling else [None] * len(texts)
+        # The batch goes to the inner embedder as it came, a long text replaced
+        # by its first window (what the model would have read of it anyway), so
+        # texts within the window get exactly the inner embedder's vectors.
+        first = [w[0] if w else t for t, w in zip(texts, windows, strict=True)]
+        vectors = [list(v) for v in self.inner.get_text_embedding_batch(first)]
         long = [i for i, w in enumerate(windows) if w]
-        flat = [piece for i in long for piece in windows[i]]
-        if flat:
-            pieces = np.asarray(self.inner.get_text_embedding_batch(flat), dtype=np.float64)
-            norms = np.linalg.norm(pieces, axis=1, keepdims=True)
-            pieces /= np.where(norms == 0, 1.0, norms)
+        rest = [piece for i in long for piece in windows[i][1:]]
+        if long:  # a long text has two windows at least
+            others = np.asarray(self.inner.get_text_embedding_batch(rest), dtype=np.float64)
             row = 0
             for i in long:
-                mean = pieces[row : row + len(windows[i])].mean(axis=0)
-                row += len(windows[i])
+                count = len(windows[i]) - 1
+                pieces = np.vstack([np.asarray(vectors[i], np.float64), others[row : row + count]])
+                row += count
+                norms = np.linalg.norm(pieces, axis=1, keepdims=True)
+                mean = (pieces / np.where(norms == 0, 1.0, norms)).mean(axis=0)
                 norm = np.linalg.norm(mean)
                 vectors[i] = (mean / norm if norm else mean).astype(np.float32).tolist()
         with self._lock:
             self._counts["texts"] += len(texts)
             self._counts["texts_pooled"] += len(long)
-            self._counts["windows_embedded"] += len(flat)
+            self._counts["windows_embedded"] += len(long) + len(rest)
         return vectors
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._get_text_embeddings([text])[0]
 
     async def _aget_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embedding(text)
+        return (await self._aget_text_embeddings([text]))[0]
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._get_text_embeddings(texts)
+        # In a worker thread, as HuggingFaceEmbedding does: the event loop never waits.
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
 
     def _get_query_embedding(self, query: str) -> list[float]:
         return self.inner.get_query_embedding(query)

@@ -120,3 +120,16 @@ def test_minilm_reads_past_its_window(minilm):
         minilm.get_query_embedding("treaty signed in Zanzibar by the Hanseatic League")
     )
     assert query @ np.asarray(pooled[2]) > query @ np.asarray(truncated[2]) + 0.03
+
+
+def test_a_text_one_piece_over_the_window_still_gets_two_windows(tokenizer):
+    text = "Teutberga " + " ".join(["river"] * 14)  # 4 pieces (te ##ut ##berg ##a) + 14 = 18
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = [(s, e, w) for (s, e), w in zip(enc["offset_mapping"], enc.word_ids(), strict=True)]
+    assert len(spans) == 18
+    windows = window_texts(text, spans, 16, 4)
+    # The last window would open at piece 2, inside "Teutberga": back to its start
+    # is where the first opened, so it opens at the next word instead.
+    assert len(windows) == 2 and windows[0].startswith("Teutberga")
+    assert windows[1] == " ".join(["river"] * 14)
+    assert windows[-1].endswith("river") and not windows[-1].startswith("##")
