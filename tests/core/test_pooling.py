@@ -51,7 +51,7 @@ def test_texts_within_the_window_keep_the_inner_vectors_bit_for_bit(pooled):
     assert pooled.stats["texts"] == 3 and pooled.stats["texts_pooled"] == 1
 
 
-def test_a_long_text_is_the_normalised_mean_of_windows_that_cover_it(pooled, tokenizer):
+def test_a_long_text_is_the_weighted_mean_of_windows_that_cover_it(pooled, tokenizer):
     spans = [
         (s, e, w)
         for (s, e), w in zip(
@@ -68,12 +68,23 @@ def test_a_long_text_is_the_normalised_mean_of_windows_that_cover_it(pooled, tok
         assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= 16
     assert all(a.split()[-1] in b for a, b in zip(windows, windows[1:], strict=False))
     vectors = np.asarray(pooled.inner.get_text_embedding_batch(windows))
-    mean = vectors.mean(axis=0)
-    expected = mean / np.linalg.norm(mean)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    # The opening window weighs 2/3 (by default); the others share the last third.
+    weights = np.full(len(windows), (1 / 3) / (len(windows) - 1))
+    weights[0] = 2 / 3
+    expected = vectors.T @ weights
+    expected /= np.linalg.norm(expected)
     got = np.asarray(pooled.get_text_embedding(LONG))
     assert np.allclose(got, expected, atol=1e-6)
     assert pooled.stats["windows_embedded"] == len(windows) >= 6
     assert count_over_window(pooled, [LONG, *SHORT]) == 1
+    # head_weight=None is the plain mean; the cache key tells the two apart.
+    plain = PooledEmbedding(pooled.inner, overlap=4, window=pooled.window, head_weight=None)
+    mean = vectors.mean(axis=0)
+    assert np.allclose(plain.get_text_embedding(LONG), mean / np.linalg.norm(mean), atol=1e-6)
+    assert plain.cache_tag != pooled.cache_tag
+    with pytest.raises(ValueError, match="head_weight"):
+        PooledEmbedding(pooled.inner, window=pooled.window, head_weight=0.0)
 
 
 def test_the_switch_and_an_unknown_window_embed_as_the_inner_embedder(caplog, tokenizer):
