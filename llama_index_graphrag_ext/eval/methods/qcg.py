@@ -18,9 +18,10 @@ With ``--cache-dir`` ``qcg`` keeps every generated answer in
 ``<cache-dir>/qcg-doc2query.sqlite``, so a rerun makes no LLM call. Bound a slow generator with ``--max-passages`` (a corpus sample,
 reported as such in the output) and ``pairs``.
 
-Each method starts from its preset (``sentences`` / ``multihop-rag``, see
-:data:`~llama_index_graphrag_ext.qcg.index.PRESETS`) with ``K`` set to the
-runner's ``top_k``; ``chunk_weight`` can be overridden too.
+Each method starts from its preset (``sentences`` / ``sentences-tuned-musique`` /
+``multihop-rag``, see :data:`~llama_index_graphrag_ext.qcg.index.PRESETS`) with
+``K`` set to the runner's ``top_k``; ``chunk_weight`` can be overridden too. The
+LLM-free methods report the retriever's fill counts as ``info.retriever_stats``.
 """
 
 from __future__ import annotations
