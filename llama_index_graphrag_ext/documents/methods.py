@@ -1,7 +1,7 @@
 """Every registered method as a persistent, updatable index of a user's files.
 
 A method name is looked up in the one registry
-([`REGISTRY`][llama_index_graphrag_ext.eval.registry.REGISTRY]), whose pattern
+(`REGISTRY` of [llama_index_graphrag_ext.eval.registry][]), whose pattern
 groups (``cue-0.5`` -> alpha 0.5, ``lprag-pseudo-sage`` -> predictor sage)
 become options like ``--set``. Each registered name belongs to one family
 here, which knows how the method chunks by its paper's default, builds its
