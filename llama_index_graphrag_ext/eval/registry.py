@@ -183,7 +183,11 @@ class MethodRegistry:
                 match = re.fullmatch(spec.name, name)
                 if match:
                     return spec, {k: v for k, v in match.groupdict().items() if v is not None}
-        raise KeyError(f"unknown method {name!r}; known: {', '.join(self.names())}")
+        known = ", ".join(readable_name(n) for n in self._specs)
+        raise KeyError(
+            f"unknown method {name!r}; known: {known} (`graphrag-ext bench --list` "
+            "shows the options of each family)"
+        )
 
     def names(self) -> list[str]:
         """Registered names (patterns as written)."""
@@ -194,6 +198,20 @@ class MethodRegistry:
         """Registered specs."""
         self._load()
         return list(self._specs.values())
+
+
+def readable_name(pattern: str) -> str:
+    """A registered name as a user types it: optional parts dropped, required
+    groups shown as ``<name>`` (``cue-(?P<alpha>[0-9.]+)...`` -> ``cue-<alpha>``)."""
+    text = pattern
+    while True:  # innermost groups first, until none is left
+        new = re.sub(r"\((?:\?:|\?P<\w+>)?[^()]*\)[?*]", "", text)  # optional: dropped
+        new = re.sub(r"\(\?P<\w+>\)", "", new)  # emptied by the line above
+        new = re.sub(r"\(\?P<(\w+)>[^()]*\)(?![?*])", r"<\1>", new)  # required: its name
+        new = re.sub(r"\(\?:([^()]*)\)(?![?*])", r"\1", new)  # required, unnamed: its text
+        if new == text:
+            return text.replace("\\.", ".")
+        text = new
 
 
 #: The process-wide registry the runner, demo and CLI use.

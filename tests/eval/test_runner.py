@@ -117,6 +117,16 @@ def test_unknown_method_fails_before_any_work(musique_slice):
         run_benchmark(RunConfig(data=str(musique_slice), methods=["nope"]), MethodRegistry())
 
 
+def test_an_unknown_name_lists_the_methods_as_users_type_them():
+    with pytest.raises(KeyError) as caught:
+        MethodRegistry().resolve("nope")
+    message = str(caught.value)
+    # Names a user can type, not the registry's regular expressions.
+    for name in ("dense", "li-hybrid", "cue-0.0", "cue-<alpha>", "chainrag-retriever"):
+        assert f" {name}," in message
+    assert "(?P<" not in message and "\\." not in message
+
+
 def test_dense_and_bm25_with_the_real_embedder(musique_slice, minilm, monkeypatch):
     monkeypatch.setattr(Settings, "_embed_model", minilm)
     report = run_benchmark(
