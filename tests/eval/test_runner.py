@@ -9,7 +9,12 @@ import pytest
 from llama_index.core import Settings
 
 from llama_index_graphrag_ext.baselines import BM25Retriever
-from llama_index_graphrag_ext.eval.registry import BenchSystem, MethodRegistry, MethodSpec
+from llama_index_graphrag_ext.eval.registry import (
+    REGISTRY,
+    BenchSystem,
+    MethodRegistry,
+    MethodSpec,
+)
 from llama_index_graphrag_ext.eval.runner import RunConfig, format_table, run_benchmark
 from llama_index_graphrag_ext.testing import ScriptedLLM
 
@@ -119,7 +124,7 @@ def test_unknown_method_fails_before_any_work(musique_slice):
 
 def test_an_unknown_name_lists_the_methods_as_users_type_them():
     with pytest.raises(KeyError) as caught:
-        MethodRegistry().resolve("nope")
+        REGISTRY.resolve("nope")
     message = str(caught.value)
     # Names a user can type, not the registry's regular expressions.
     for name in ("dense", "li-hybrid", "cue-0.0", "cue-<alpha>", "chainrag-retriever"):
