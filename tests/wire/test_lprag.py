@@ -232,7 +232,9 @@ def test_lprag_rerun_with_cache_makes_no_request(docs, model_server, wire_llm, b
         )
 
     first = run()
-    assert model_server.stats()["requests"] == len(docs) + len(first.chunk_ids())
+    # One answer per document and per chunk batch. Counted as answers, not arrivals:
+    # on a starved machine a call can time out and be retried (the caller's job).
+    assert model_server.stats()["answered"] == len(docs) + len(first.chunk_ids())
     model_server.reset()
     again = run()
     assert model_server.stats()["requests"] == 0
