@@ -44,7 +44,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not args.data or not args.methods:
         raise SystemExit("bench needs --data DIR and --methods m1,m2 (or --list)")
     from .eval.plot import plot_recall
-    from .eval.runner import RunConfig, format_table, run_benchmark, write_report
+    from .eval.runner import RunConfig, run_benchmark, write_report
+    from .eval.table import format_table
 
     config = RunConfig(
         data=args.data,

@@ -27,7 +27,7 @@ from .core.nodes import EVIDENCE_KEY
 from .core.prompts import SHORT_ANSWER_PROMPT
 from .eval.data import load_benchmark
 from .eval.registry import REGISTRY, BenchContext
-from .eval.runner import step_notes
+from .eval.table import step_notes
 
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 

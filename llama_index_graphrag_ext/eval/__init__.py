@@ -3,7 +3,8 @@
 from .data import Benchmark, Passage, Question, load_benchmark
 from .metrics import accuracy, all_at_k, exact_match, normalize_answer, recall_at_k, token_f1
 from .registry import REGISTRY, BenchContext, BenchSystem, MethodSpec, register_method
-from .runner import RunConfig, format_table, run_benchmark, write_report
+from .runner import RunConfig, run_benchmark, write_report
+from .table import format_table
 
 __all__ = [
     "REGISTRY",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import COLUMNS, format_table, window_notes
+from .table import COLUMNS, format_table, window_notes
 
 HEADER = """# Results
 

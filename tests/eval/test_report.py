@@ -88,7 +88,7 @@ def test_committed_results_page_is_generated_from_the_committed_reports():
 
 
 def test_reports_without_per_question_outcomes_render_without_intervals(tmp_path):
-    from llama_index_graphrag_ext.eval.runner import DELTA_HEADER
+    from llama_index_graphrag_ext.eval.table import DELTA_HEADER
 
     path = tmp_path / "01-old.json"
     path.write_text(json.dumps(_report()))

@@ -15,7 +15,8 @@ from llama_index_graphrag_ext.eval.registry import (
     MethodRegistry,
     MethodSpec,
 )
-from llama_index_graphrag_ext.eval.runner import RunConfig, format_table, run_benchmark
+from llama_index_graphrag_ext.eval.runner import RunConfig, run_benchmark
+from llama_index_graphrag_ext.eval.table import format_table
 from llama_index_graphrag_ext.testing import ScriptedLLM
 
 KEYS = {
@@ -154,7 +155,7 @@ def test_dense_and_bm25_with_the_real_embedder(musique_slice, minilm, monkeypatc
 
 def test_paired_intervals_against_dense(musique_slice, settings_embed):
     from llama_index_graphrag_ext.eval.report import render_section
-    from llama_index_graphrag_ext.eval.runner import DELTA_HEADER
+    from llama_index_graphrag_ext.eval.table import DELTA_HEADER
 
     report = run_benchmark(
         RunConfig(data=str(musique_slice), methods=["dense", "bm25"], show_progress=False)
