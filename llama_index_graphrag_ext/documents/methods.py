@@ -15,7 +15,7 @@ several indexes at query time and are refused with a message.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ _FAMILIES = {
     "bm25": "bm25",
     "li-hybrid": "li-hybrid",
     "qcg-sentences": "qcg",
+    "qcg-sentences-tuned-musique": "qcg",
     "qcg": "qcg",
     "cue": "cue",
     "chainrag": "chainrag",
@@ -227,32 +228,23 @@ def build(
 
 
 def _build_qcg(method: Method, nodes, ctx: BenchContext, llm: LLM | None, common: dict) -> Any:
-    from ..eval.methods.qcg import _retrieval_options
-    from ..qcg.generator import Doc2QueryGenerator, SentenceQueryGenerator
+    from ..eval.methods.qcg import (
+        SENTENCE_PRESETS,
+        _retrieval_options,
+        doc2query_generator,
+        sentence_generator,
+    )
     from ..qcg.index import QueryCentricGraphIndex
 
+    ctx = replace(ctx, show_progress=common["show_progress"])
     if method.uses_llm:
         preset = ctx.option("preset", "multihop-rag")
-        generator = Doc2QueryGenerator(
-            llm=llm,
-            num_pairs=ctx.option("pairs", 20),
-            alpha=ctx.option("alpha", 0.8),
-            output_format=ctx.option("format", "auto"),
-            max_concurrency=ctx.option("concurrency", 4),
-            on_llm_failure=ctx.option("on_llm_failure", "fallback"),
-            cache_path=_cache(ctx.cache_dir, "qcg-doc2query.sqlite"),
-            show_progress=common["show_progress"],
-        )
+        cache = _cache(ctx.cache_dir, "qcg-doc2query.sqlite")
+        generator = doc2query_generator(ctx, llm, cache)
         extra = {"llm": llm}
     else:
-        preset = "sentences"
-        generator = SentenceQueryGenerator(
-            title_prefix=ctx.option("title_prefix", True),
-            splitter=ctx.option("splitter", "rule"),
-            min_chars=ctx.option("min_chars", 12),
-            alpha=ctx.option("sentence_alpha", 1.0),
-            show_progress=common["show_progress"],
-        )
+        preset = SENTENCE_PRESETS[method.name]
+        generator = sentence_generator(ctx)
         extra = {}
     return QueryCentricGraphIndex(
         nodes,

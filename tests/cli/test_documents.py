@@ -264,3 +264,23 @@ def test_persisted_index_of_python_api_is_explained(tmp_path, capsys):
         write_manifest(tmp, "qcg", 1)
     code, _, err = run(capsys, "query", str(tmp_path / "raw"), "q")
     assert code == 2 and "written by persist()" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "preset", "nodes"),
+    [
+        ("qcg-sentences", "sentences", 20),
+        ("qcg-sentences-tuned-musique", "sentences-tuned-musique", 30),
+    ],
+)
+def test_each_qcg_sentence_name_builds_its_own_preset(name, preset, nodes):
+    from llama_index.core.schema import TextNode
+
+    from llama_index_graphrag_ext.documents.methods import build, resolve
+    from llama_index_graphrag_ext.testing import HashEmbedding
+
+    chunks = [
+        TextNode(text=f"Passage {i} names the river Vistula and the year 18{i}0.") for i in range(3)
+    ]
+    index = build(resolve(name, {}), chunks, HashEmbedding(dim=32), None, None, False)
+    assert (index.preset, index.config()["max_query_nodes"]) == (preset, nodes)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from llama_index.core.llms import LLM
 from llama_index.core.schema import Document
 
 from ...core.nodes import PassageParser
@@ -66,14 +67,42 @@ def _info(index: QueryCentricGraphIndex) -> dict:
     }
 
 
-def _sentences_system(documents: Sequence[Document], ctx: BenchContext, preset: str) -> BenchSystem:
-    generator = SentenceQueryGenerator(
+#: The LLM-free method names and the preset each runs.
+SENTENCE_PRESETS = {
+    "qcg-sentences": "sentences",
+    "qcg-sentences-tuned-musique": "sentences-tuned-musique",
+}
+
+
+def sentence_generator(ctx: BenchContext) -> SentenceQueryGenerator:
+    """The LLM-free query-node generator with its ``--set`` options."""
+    return SentenceQueryGenerator(
         title_prefix=ctx.option("title_prefix", True),
         splitter=ctx.option("splitter", "rule"),
         min_chars=ctx.option("min_chars", 12),
         alpha=ctx.option("sentence_alpha", 1.0),
         show_progress=ctx.show_progress,
     )
+
+
+def doc2query_generator(
+    ctx: BenchContext, llm: LLM | None, cache_path: str | None
+) -> Doc2QueryGenerator:
+    """The LLM's Doc2Query generator with its ``--set`` options."""
+    return Doc2QueryGenerator(
+        llm=llm,
+        num_pairs=ctx.option("pairs", 20),
+        alpha=ctx.option("alpha", 0.8),
+        output_format=ctx.option("format", "auto"),
+        max_concurrency=ctx.option("concurrency", 4),
+        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
+        cache_path=cache_path,
+        show_progress=ctx.show_progress,
+    )
+
+
+def _sentences_system(documents: Sequence[Document], ctx: BenchContext, preset: str) -> BenchSystem:
+    generator = sentence_generator(ctx)
     index = QueryCentricGraphIndex.from_documents(
         documents,
         transformations=[PassageParser()],
@@ -96,7 +125,7 @@ def _sentences_system(documents: Sequence[Document], ctx: BenchContext, preset: 
     "QCG-RAG with sentence query nodes (LLM-free; preset chosen on 2wiki-101)",
 )
 def build_qcg_sentences(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    return _sentences_system(documents, ctx, "sentences")
+    return _sentences_system(documents, ctx, SENTENCE_PRESETS["qcg-sentences"])
 
 
 @register_method(
@@ -105,7 +134,7 @@ def build_qcg_sentences(documents: Sequence[Document], ctx: BenchContext) -> Ben
     "QCG-RAG with sentence query nodes (LLM-free; preset chosen on musique-100)",
 )
 def build_qcg_sentences_musique(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    return _sentences_system(documents, ctx, "sentences-tuned-musique")
+    return _sentences_system(documents, ctx, SENTENCE_PRESETS["qcg-sentences-tuned-musique"])
 
 
 def _cache_path(ctx: BenchContext) -> str | None:
@@ -123,16 +152,7 @@ def build_qcg(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
     if llm is None:
         raise ValueError("qcg needs an LLM (got --llm none); use qcg-sentences for LLM-free")
     preset = ctx.option("preset", "multihop-rag")
-    generator = Doc2QueryGenerator(
-        llm=llm,
-        num_pairs=ctx.option("pairs", 20),
-        alpha=ctx.option("alpha", 0.8),
-        output_format=ctx.option("format", "auto"),
-        max_concurrency=ctx.option("concurrency", 4),
-        on_llm_failure=ctx.option("on_llm_failure", "fallback"),
-        cache_path=_cache_path(ctx),
-        show_progress=ctx.show_progress,
-    )
+    generator = doc2query_generator(ctx, llm, _cache_path(ctx))
     index = QueryCentricGraphIndex.from_documents(
         documents,
         transformations=[PassageParser()],
