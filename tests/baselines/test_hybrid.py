@@ -8,15 +8,7 @@ from llama_index.core.schema import Document
 from llama_index_graphrag_ext.baselines import build_dense_index, llama_index_hybrid
 from llama_index_graphrag_ext.testing import HashEmbedding
 
-TEXTS = [
-    "Warsaw is the capital of Poland on the Vistula.",
-    "The Danube flows through Vienna and Budapest.",
-    "Marie Curie was born in Warsaw and won two Nobel prizes.",
-    "Budapest has thermal baths along the Danube.",
-    "The Vistula is the longest river in Poland.",
-    "Chopin left Warsaw for Paris in 1830.",
-    "Salzburg is the birthplace of Mozart.",
-]
+from .test_bm25 import TEXTS  # the same seven-passage river corpus
 
 
 def _docs() -> list[Document]:
