@@ -122,6 +122,17 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     )
     title_key: str = Field(default="title", description="Metadata key of a chunk's title.")
     min_unit_chars: int = Field(default=3, gt=0, description="Shorter units are dropped.")
+    unit_vectors: Literal["separate", "late"] = Field(
+        default="separate",
+        description=(
+            "Units embedded on their own (the paper), or pooled from their chunk's "
+            "forward pass (one pass over the text; see cue.vectors)."
+        ),
+    )
+    entity_vectors: Literal["separate", "late"] = Field(
+        default="separate",
+        description="Entity names embedded on their own, or pooled from a mention in its chunk.",
+    )
     repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable JSON.")
     show_progress: bool = Field(default=False, description="Show progress bars.")
     llm: SerializeAsAny[LLM] | None = Field(

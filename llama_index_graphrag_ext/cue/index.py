@@ -29,7 +29,6 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..core.embeddings import embed_texts
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
@@ -37,6 +36,7 @@ from ..core.vectors import InMemoryVectorTable
 from .extractor import KnowledgeUnitExtractor
 from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
 from .llm_units import STEP as UNIT_STEP
+from .vectors import index_vectors
 from .view import CueGraphView, view_from_pairs
 
 logger = logging.getLogger(__name__)
@@ -145,19 +145,17 @@ class MultiPartiteIndex(GraphIndexBase):
             )
         progress = getattr(self, "_show_progress", False)
         chunk_texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-        chunk_vectors = embed_texts(
-            self.embed_model, chunk_texts, show_progress=progress, desc="Chunks"
+        chunk_vectors, unit_vectors, entity_vectors, vector_stats = index_vectors(
+            self.embed_model,
+            chunk_texts,
+            growth,
+            first_row,
+            units=self.extractor.unit_vectors,
+            entities=self.extractor.entity_vectors,
+            show_progress=progress,
         )
         del chunk_texts
-        unit_vectors = entity_vectors = None
-        if growth.unit_texts:
-            unit_vectors = embed_texts(
-                self.embed_model, growth.unit_texts, show_progress=progress, desc="Units"
-            )
-        if growth.entity_names:
-            entity_vectors = embed_texts(
-                self.embed_model, growth.entity_names, show_progress=progress, desc="Entities"
-            )
+        stats.update(vector_stats)
         # Everything is embedded: now the tables and the layers change together.
         self._chunks.add([n.node_id for n in nodes], chunk_vectors)
         if unit_vectors is not None:

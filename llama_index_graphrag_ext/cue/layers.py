@@ -211,6 +211,16 @@ class LayerGrowth:
         self.unit_chunk: list[np.ndarray] = []
         self.unit_entity: list[np.ndarray] = []
 
+    @property
+    def first_unit_row(self) -> int:
+        """The row the first new unit gets."""
+        return self._first_unit
+
+    @property
+    def first_entity_row(self) -> int:
+        """The row the first new entity gets."""
+        return self._first_entity
+
     def add(self, first_chunk_row: int, units_per_chunk: Sequence[Sequence[KnowledgeUnit]]) -> None:
         """Record the units of consecutive chunks, the first of them at ``first_chunk_row``."""
         unit_chunk: list[int] = []

@@ -8,6 +8,7 @@ back to for a chunk whose pairs cannot be had.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Literal
 
@@ -18,9 +19,12 @@ from pydantic import Field
 
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
+from ..core.late_chunking import LateChunkingUnavailable, embed_spans
 from ..core.text import load_spacy, split_sentences_batch
 from .filtering import doc2query_minus
 from .query_nodes import GeneratedNodes, QueryNodeGenerator, QueryPair, _chunk_text, _with_score
+
+logger = logging.getLogger(__name__)
 
 #: Chunks split per spaCy stream by :class:`SentenceQueryGenerator`.
 _SPLIT_BATCH = 256
@@ -41,7 +45,11 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         splitter: ``spacy`` (the dependency parse of ``en_core_web_sm``) or
             ``rule`` (spaCy's punctuation sentencizer; several times faster).
         alpha: Fraction of sentences kept per chunk by cosine to the chunk (1 keeps all).
-        embed_model: Embedder for the filter (only used when ``alpha < 1``).
+        embed_model: Embedder for the filter and for ``vectors="late"`` (the index sets it).
+        vectors: ``separate`` embeds each sentence node on its own (its text, a
+            second pass over the corpus); ``late`` pools the sentence's (and
+            title's) word pieces from the chunk's own forward pass, which also
+            gives the chunk vector: one pass in all (:mod:`~..core.late_chunking`).
     """
 
     title_prefix: bool = Field(default=True, description="Prefix sentences with the title.")
@@ -51,6 +59,9 @@ class SentenceQueryGenerator(QueryNodeGenerator):
     alpha: float = Field(default=1.0, gt=0, le=1, description="Fraction of sentences kept.")
     embed_model: BaseEmbedding | None = Field(
         default=None, description="Embedder for the alpha filter (Settings fallback).", exclude=True
+    )
+    vectors: Literal["separate", "late"] = Field(
+        default="separate", description="Sentence vectors: own pass, or from the chunk's pass."
     )
 
     @classmethod
@@ -66,28 +77,42 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         nlp.add_pipe("sentencizer")
         return nlp
 
-    def _sentences(self, chunk: BaseNode, sentences: list[str]) -> list[str]:
+    def _sentences(self, chunk: BaseNode, sentences: list[str]) -> list[tuple[str, int, int]]:
+        """The chunk's sentence nodes: ``(text, start, end)``, the span in the chunk's content."""
         title = str(chunk.metadata.get(self.title_key) or "").strip() if self.title_prefix else ""
-        out: list[str] = []
-        carry = ""
-        for sentence in sentences:
+        content = chunk.get_content()
+        out: list[tuple[str, int, int]] = []
+        carry, carry_start, cursor = "", -1, 0
+        for raw in sentences:
+            # spaCy's sentences are stripped substrings of the content, in order.
+            at = content.find(raw, cursor)
+            start, end = (at, at + len(raw)) if at >= 0 else (-1, -1)
+            cursor = end if at >= 0 else cursor
+            sentence = raw
             # The benchmark convention puts the title on the text's first line.
             if title and not out and not carry and sentence.startswith(title + "\n"):
                 sentence = sentence[len(title) + 1 :].strip()
+                start = start + len(raw) - len(sentence) if start >= 0 else start
             sentence = " ".join(sentence.split())
             if not sentence:
                 continue
             if len(carry) + len(sentence) < self.min_chars:
-                carry = f"{carry} {sentence}".strip()
+                carry, carry_start = f"{carry} {sentence}".strip(), carry_start if carry else start
                 continue
-            sentence = f"{carry} {sentence}".strip()
-            carry = ""
-            out.append(f"{title}: {sentence}" if title and sentence != title else sentence)
+            if carry:
+                sentence, start = f"{carry} {sentence}".strip(), carry_start
+                carry = ""
+            out.append((self._prefixed(title, sentence), start, end))
         if carry and out:  # a short last sentence joins the previous one
-            out[-1] = f"{out[-1]} {carry}"
+            text, start, _ = out[-1]
+            out[-1] = (f"{text} {carry}", start, end)
         elif carry:
-            out.append(f"{title}: {carry}" if title and carry != title else carry)
+            out.append((self._prefixed(title, carry), carry_start, end))
         return out
+
+    @staticmethod
+    def _prefixed(title: str, sentence: str) -> str:
+        return f"{title}: {sentence}" if title and sentence != title else sentence
 
     def generate(self, chunks: Sequence[BaseNode]) -> GeneratedNodes:
         """Split every chunk into sentence nodes (one spaCy stream per batch of chunks)."""
@@ -95,6 +120,7 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         pairs: list[QueryPair] = []
         stats = {"chunks": len(chunks), "sentences": 0, "kept": 0, "empty_chunks": 0}
         per_chunk: list[list[QueryPair]] = []
+        spans: list[list[tuple[int, int]]] = []
         # In batches: the splitter's output for a whole corpus, alive while the
         # query nodes (which outlive the build) were made among it, kept its
         # memory resident after the build (docs/scaling.md, "Memory").
@@ -102,23 +128,30 @@ class SentenceQueryGenerator(QueryNodeGenerator):
             batch = chunks[start : start + _SPLIT_BATCH]
             split = split_sentences_batch([c.get_content() for c in batch], nlp)
             for chunk, sentences in zip(batch, split, strict=True):
+                found = self._sentences(chunk, sentences)
                 nodes = [
-                    QueryPair(chunk.node_id, i, s, "", "sentence")
-                    for i, s in enumerate(self._sentences(chunk, sentences))
+                    QueryPair(chunk.node_id, i, text, "", "sentence")
+                    for i, (text, _, _) in enumerate(found)
                 ]
+                ranges = [(start, end) for _, start, end in found]
                 if not nodes:  # a chunk with no sentence boundary is one node
                     stats["empty_chunks"] += 1
                     text = " ".join(chunk.get_content().split())
                     nodes = [QueryPair(chunk.node_id, 0, text, "", "sentence")] if text else []
+                    ranges = [(0, len(chunk.get_content()))] if text else []
                 per_chunk.append(nodes)
+                spans.append(ranges)
                 stats["sentences"] += len(nodes)
             del split
-        vectors = None
+        vectors = chunk_vecs = all_vecs = None
+        if self.vectors == "late" and per_chunk:
+            all_vecs, chunk_vecs = self._late_vectors(chunks, per_chunk, spans, stats)
         if self.alpha < 1.0 and per_chunk:
             embed = resolve_embed_model(self.embed_model)
             all_nodes = [p for nodes in per_chunk for p in nodes]
-            all_vecs = embed_texts(embed, [self.text_of(p) for p in all_nodes])
-            chunk_vecs = embed_texts(embed, [_chunk_text(c) for c in chunks])
+            if all_vecs is None:
+                all_vecs = embed_texts(embed, [self.text_of(p) for p in all_nodes])
+                chunk_vecs = embed_texts(embed, [_chunk_text(c) for c in chunks])
             kept_rows, start = [], 0
             for ci, nodes in enumerate(per_chunk):
                 rows = np.arange(start, start + len(nodes))
@@ -130,6 +163,55 @@ class SentenceQueryGenerator(QueryNodeGenerator):
             vectors = all_vecs[kept_rows]
         else:
             pairs = [p for nodes in per_chunk for p in nodes]
-            chunk_vecs = None
+            vectors = all_vecs
         stats["kept"] = len(pairs)
         return GeneratedNodes(pairs, vectors, stats, chunk_vecs)
+
+    def _late_vectors(
+        self,
+        chunks: Sequence[BaseNode],
+        per_chunk: list[list[QueryPair]],
+        spans: list[list[tuple[int, int]]],
+        stats: dict,
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Sentence and chunk vectors from one pass over each chunk's embedded text.
+
+        A node pools its sentence's word pieces with its title's (the separate
+        text is "title: sentence"), located in the text the chunk is embedded as.
+        An embedder without reachable word pieces gets separate vectors, warned
+        and counted (``late_unavailable``).
+        """
+        embed = resolve_embed_model(self.embed_model)
+        texts, groups, alone = [], [], []
+        for chunk, nodes, ranges in zip(chunks, per_chunk, spans, strict=True):
+            text, content = _chunk_text(chunk), chunk.get_content()
+            shift = text.find(content) if content else -1
+            title = str(chunk.metadata.get(self.title_key) or "").strip()
+            at = text.find(title) if title and self.title_prefix else -1
+            head = [(at, at + len(title))] if at >= 0 else []
+            groups.append(
+                [
+                    # a span not found in the text pools nothing: embedded alone
+                    head + [(shift + a, shift + b)] if shift >= 0 and a >= 0 else [(0, 0)]
+                    for a, b in ranges
+                ]
+            )
+            texts.append(text)
+            alone.append([self.text_of(p) for p in nodes])
+        try:
+            result = embed_spans(
+                embed, texts, groups, alone, show_progress=self.show_progress, desc="Chunks (late)"
+            )
+        except LateChunkingUnavailable as err:
+            logger.warning(
+                "QCG sentence nodes: vectors='late' is unavailable with %s (%s); "
+                "%d chunk(s) get separately embedded sentences",
+                type(embed).__name__,
+                err,
+                len(chunks),
+            )
+            stats["late_unavailable"] = stats.get("late_unavailable", 0) + len(chunks)
+            return None, None
+        for key in ("texts_over_window", "spans_alone"):
+            stats[f"late_{key}"] = stats.get(f"late_{key}", 0) + result.stats[key]
+        return np.vstack(result.span_vectors), result.text_vectors

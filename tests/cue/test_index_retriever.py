@@ -6,6 +6,7 @@ import asyncio
 import json
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document, NodeWithScore
@@ -221,3 +222,36 @@ def test_bad_arguments_and_empty_queries(index):
         index.as_retriever().retrieve("   ")
     with pytest.raises(TypeError):
         index.as_retriever(reranker=object())
+
+
+def test_late_unit_and_entity_vectors_are_pooled_from_the_chunk_pass(minilm):
+    late = MultiPartiteIndex.from_documents(
+        DOCS,
+        embed_model=minilm,
+        transformations=[PassageParser()],
+        unit_vectors="late",
+        entity_vectors="late",
+    )
+    separate = MultiPartiteIndex.from_documents(
+        DOCS, embed_model=minilm, transformations=[PassageParser()]
+    )
+    assert late.config()["unit_vectors"] == "late"
+    # Every sentence unit and every entity was found in its chunk: nothing embedded alone.
+    assert late.build_stats["late_spans_alone"] == 0
+    assert len(late._units) == len(separate._units) and len(late._entities) == len(
+        separate._entities
+    )
+    # One pass gave the chunks their own vectors; units are close to (not equal to) alone.
+    assert np.allclose(late._chunks.matrix, separate._chunks.matrix, atol=1e-5)
+    sims = (late._units.matrix * separate._units.matrix).sum(axis=1)
+    assert sims.min() > 0.5 and sims.max() < 0.9999
+    # The entity chain is still walked: the two-hop answer's passage is reached.
+    assert "chingford" in ranked(late)[:3]
+
+
+def test_late_vectors_with_a_hash_embedder_warn_and_embed_separately(bow_embed, caplog):
+    index = MultiPartiteIndex.from_documents(
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], unit_vectors="late"
+    )
+    assert index.build_stats["late_unavailable"] == len(DOCS)
+    assert "late vectors are unavailable" in caplog.text

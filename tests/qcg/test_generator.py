@@ -211,3 +211,35 @@ def test_sentence_alpha_filter(bow_embed):
     chunk = TextNode(id_="c", text="Cats purr. Cats purr and sleep. Dogs bark loudly at night.")
     result = SentenceQueryGenerator(alpha=0.5, embed_model=bow_embed, min_chars=0).generate([chunk])
     assert len(result.pairs) == 2 and result.vectors.shape == (2, bow_embed.dim)
+
+
+def test_late_sentence_vectors_come_from_the_chunk_s_own_pass(minilm):
+    chunks = [
+        TextNode(
+            id_="j",
+            text="Journal of X\nThe Journal of X is a journal. It was founded in 1963. Ok.",
+            metadata={"title": "Journal of X"},
+        ),
+        TextNode(
+            id_="r", text="Rivers\nThe Danube flows through Vienna.", metadata={"title": "Rivers"}
+        ),
+    ]
+    late = SentenceQueryGenerator(vectors="late", embed_model=minilm).generate(chunks)
+    separate = SentenceQueryGenerator(embed_model=minilm).generate(chunks)
+    # The same nodes; the vectors pool each sentence (and title) in its chunk.
+    assert [p.query for p in late.pairs] == [p.query for p in separate.pairs]
+    assert late.vectors.shape == (3, 384) and late.stats["late_spans_alone"] == 0
+    texts = [SentenceQueryGenerator().text_of(p) for p in late.pairs]
+    alone = np.asarray(minilm.get_text_embedding_batch(texts))
+    sims = late.vectors @ alone.T
+    assert list(sims.argmax(axis=1)) == [0, 1, 2] and sims.diagonal().min() > 0.6
+    # The chunk vectors came with them: the chunks' own embeddings.
+    plain = minilm.get_text_embedding_batch([c.get_content(MetadataMode.EMBED) for c in chunks])
+    assert np.allclose(late.chunk_vectors, plain, atol=1e-5)
+
+
+def test_late_vectors_without_word_pieces_fall_back_loudly(bow_embed, caplog):
+    chunk = TextNode(id_="c", text="Cats purr. Dogs bark loudly at night.")
+    result = SentenceQueryGenerator(vectors="late", embed_model=bow_embed).generate([chunk])
+    assert result.vectors is None and result.stats["late_unavailable"] == 1
+    assert "vectors='late' is unavailable" in caplog.text

@@ -81,6 +81,7 @@ def sentence_generator(ctx: BenchContext) -> SentenceQueryGenerator:
         splitter=ctx.option("splitter", "rule"),
         min_chars=ctx.option("min_chars", 12),
         alpha=ctx.option("sentence_alpha", 1.0),
+        vectors=ctx.option("sentence_vectors", "separate"),
         show_progress=ctx.show_progress,
     )
 

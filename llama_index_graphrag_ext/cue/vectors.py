@@ -1,0 +1,177 @@
+"""The chunk and knowledge-unit vectors of an insert (CUE-RAG §3.2, Alg. 1 line 15).
+
+The paper embeds chunks and units with the same encoder. ``unit_vectors``
+chooses how the units' vectors are made:
+
+* ``separate`` (the paper): each unit's text is embedded on its own, a second
+  pass over the corpus's text after the chunks' pass.
+* ``late`` (ours): a sentence unit's vector is the mean of its word pieces in
+  its chunk's own forward pass (:mod:`~..core.late_chunking`), which gives the
+  chunk vector too: one pass in all. A unit is pooled in the first chunk it was
+  found in; a unit that is not a span of it (an LLM-written statement, a chunk
+  past the embedder's window) is embedded on its own, counted.
+
+Entity names are embedded on their own in both: query entities are matched to
+them by cosine, and a query entity is always embedded alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from ..core.embeddings import embed_texts
+from ..core.late_chunking import LateChunkingUnavailable, embed_spans
+from .layers import LayerGrowth
+
+logger = logging.getLogger(__name__)
+
+
+def index_vectors(
+    embed_model: BaseEmbedding,
+    chunk_texts: Sequence[str],
+    growth: LayerGrowth,
+    first_chunk_row: int,
+    *,
+    units: str = "separate",
+    entities: str = "separate",
+    show_progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, dict[str, Any]]:
+    """The chunks' vectors, the new units' and the new entities' (in ``growth`` order).
+
+    Returns ``(chunk_vectors, unit_vectors, entity_vectors, stats)`` (None where
+    the insert adds no unit or entity); the stats count what could not be pooled.
+    """
+    for name, mode in (("unit_vectors", units), ("entity_vectors", entities)):
+        if mode not in ("separate", "late"):
+            raise ValueError(f"{name} must be 'separate' or 'late', not {mode!r}")
+    stats: dict[str, Any] = {}
+    late_units = units == "late" and bool(growth.unit_texts)
+    late_entities = entities == "late" and bool(growth.entity_names)
+    chunk_vectors = unit_vectors = entity_vectors = None
+    if late_units or late_entities:
+        try:
+            chunk_vectors, pooled, stats = _late(
+                embed_model,
+                chunk_texts,
+                growth,
+                first_chunk_row,
+                late_units,
+                late_entities,
+                show_progress,
+            )
+            unit_vectors = pooled.get("units")
+            entity_vectors = pooled.get("entities")
+        except LateChunkingUnavailable as err:
+            logger.warning(
+                "CUE index: late vectors are unavailable with %s (%s); "
+                "%d unit(s) and %d entity name(s) embedded separately",
+                type(embed_model).__name__,
+                err,
+                len(growth.unit_texts) if late_units else 0,
+                len(growth.entity_names) if late_entities else 0,
+            )
+            stats = {"late_unavailable": len(chunk_texts)}
+    if chunk_vectors is None:
+        chunk_vectors = embed_texts(
+            embed_model, chunk_texts, show_progress=show_progress, desc="Chunks"
+        )
+    if unit_vectors is None and growth.unit_texts:
+        unit_vectors = embed_texts(
+            embed_model, growth.unit_texts, show_progress=show_progress, desc="Units"
+        )
+    if entity_vectors is None and growth.entity_names:
+        entity_vectors = embed_texts(
+            embed_model, growth.entity_names, show_progress=show_progress, desc="Entities"
+        )
+    return chunk_vectors, unit_vectors, entity_vectors, stats
+
+
+def _late(
+    embed_model: BaseEmbedding,
+    chunk_texts: Sequence[str],
+    growth: LayerGrowth,
+    first_chunk_row: int,
+    late_units: bool,
+    late_entities: bool,
+    show_progress: bool,
+) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+    first_unit = growth.first_unit_row
+    home: dict[int, int] = {}  # new unit's position -> its first chunk's position
+    for pairs in growth.unit_chunk:
+        for unit_row, chunk_row in pairs.tolist():
+            position = unit_row - first_unit
+            if 0 <= position < len(growth.unit_texts) and position not in home:
+                home[position] = chunk_row - first_chunk_row
+    spans: list[list[list[tuple[int, int]]]] = [[] for _ in chunk_texts]
+    fallback: list[list[str]] = [[] for _ in chunk_texts]
+
+    def add(chunk: int, found: tuple[int, int] | None, text: str) -> tuple[int, int]:
+        spans[chunk].append([found or (0, 0)])  # (0, 0) pools nothing: embedded alone
+        fallback[chunk].append(text)
+        return chunk, len(spans[chunk]) - 1
+
+    # Units in their first chunk, in order (the search resumes where the last one ended).
+    cursors = [0] * len(chunk_texts)
+    where: list[tuple[int, int] | None] = []
+    unit_slots = []
+    for position, text in enumerate(growth.unit_texts):
+        chunk = home.get(position, 0)
+        found = _find(chunk_texts[chunk], text, cursors[chunk])
+        if found is not None:
+            cursors[chunk] = found[1]
+        where.append(found)
+        if late_units:
+            unit_slots.append(add(chunk, found, text))
+    entity_slots = []
+    if late_entities:
+        # An entity is pooled where its first mentioning unit sits, else anywhere in that chunk.
+        first_entity = growth.first_entity_row
+        mention: dict[int, int] = {}
+        for pairs in growth.unit_entity:
+            for unit_row, entity_row in pairs.tolist():
+                mention.setdefault(entity_row - first_entity, unit_row - first_unit)
+        for position, name in enumerate(growth.entity_names):
+            unit = mention.get(position, -1)
+            if unit not in home:  # a unit of an earlier insert: no chunk here to pool from
+                entity_slots.append(add(0, None, name))
+                continue
+            chunk, span = home[unit], where[unit]
+            text = chunk_texts[chunk]
+            found = _find(text, name, span[0]) if span else None
+            if found is None or (span and found[0] >= span[1]):
+                found = _find(text, name, 0)
+            entity_slots.append(add(chunk, found, name))
+    result = embed_spans(
+        embed_model, chunk_texts, spans, fallback, show_progress=show_progress, desc="Chunks (late)"
+    )
+
+    def gather(slots: list[tuple[int, int]]) -> np.ndarray:
+        return np.vstack([result.span_vectors[c][j][None, :] for c, j in slots])
+
+    pooled = {}
+    if late_units:
+        pooled["units"] = gather(unit_slots)
+    if late_entities:
+        pooled["entities"] = gather(entity_slots)
+    stats = {
+        "late_spans_alone": result.stats["spans_alone"],
+        "late_chunks_over_window": result.stats["texts_over_window"],
+    }
+    return result.text_vectors, pooled, stats
+
+
+def _find(text: str, unit: str, start: int) -> tuple[int, int] | None:
+    """Where ``unit`` (whitespace-normalised) occurs in ``text``, searching from ``start``
+    first (units come in their chunk's order), then from the beginning."""
+    words = unit.split()
+    if not words:
+        return None
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
+    match = pattern.search(text, start) or pattern.search(text)
+    return (match.start(), match.end()) if match else None
