@@ -180,12 +180,15 @@ def build(
         from ..cue.index import MultiPartiteIndex
 
         alpha = float(method.options.get("alpha", "0"))
+        preset = _cue_preset(method)
         return MultiPartiteIndex(
             nodes,
             llm=llm if alpha > 0 else None,
             alpha=alpha,
             selection=ctx.option("selection", "bleu"),
             title_entity=ctx.option("title_entity", True),
+            unit_vectors=ctx.option("unit_vectors", preset["vectors"]),
+            entity_vectors=ctx.option("entity_vectors", preset["vectors"]),
             cache_path=_cache(cache_dir, "cue-units.sqlite") if alpha > 0 else None,
             **common,
         )
@@ -296,6 +299,13 @@ def load(
 # ------------------------------------------------------------------------------ retrieval
 
 
+def _cue_preset(method: Method) -> dict[str, Any]:
+    """The runner's CUE-RAG preset for this name (``cue-0.0`` -> ``default``)."""
+    from ..eval.methods.cue import PRESETS
+
+    return PRESETS[method.options.get("preset") or "default"]
+
+
 def retriever(method: Method, index: Any, embed_model: BaseEmbedding, top_k: int, llm: LLM | None):
     """The method's retriever over a loaded index, with the options it was built with."""
     family, ctx = method.family, _ctx(method, embed_model, top_k, None)
@@ -309,15 +319,17 @@ def retriever(method: Method, index: Any, embed_model: BaseEmbedding, top_k: int
         ablations = set(method.options.get("ablations", "").split("-no-")) - {""}
         alpha = float(method.options.get("alpha", "0"))
         strong = alpha > 0 and writes_json(llm)
+        preset = _cue_preset(method)
         return index.as_retriever(
             top_k=ctx.option("K", 3),
             depth=ctx.option("D", 3),
-            beam=ctx.option("M", 5),
+            beam=ctx.option("M", preset["M"]),
             top_n=ctx.option("top_n", top_k),
             use_sa="sa" not in ablations,
             use_ka="ka" not in ablations,
             use_qu="qu" not in ablations,
-            path_weight=ctx.option("path_weight", 0.0),
+            lexical_weight=ctx.option("lexical_weight", preset["lexical_weight"]),
+            path_weight=ctx.option("path_weight", preset["path_weight"]),
             fill=ctx.option("fill", "dense"),
             query_entities=ctx.option("query_entities", "llm" if strong else "spacy"),
             llm=llm if alpha > 0 else None,

@@ -284,3 +284,28 @@ def test_each_qcg_sentence_name_builds_its_own_preset(name, preset, nodes):
     ]
     index = build(resolve(name, {}), chunks, HashEmbedding(dim=32), None, None, False)
     assert (index.preset, index.config()["max_query_nodes"]) == (preset, nodes)
+
+
+@pytest.mark.parametrize(
+    ("name", "beam", "path_weight", "vectors"),
+    [
+        ("cue-0.0", 10, 0.25, "late"),
+        ("cue-0.0-tuned-musique", 8, 0.5, "late"),
+        ("cue-0.0-paper", 5, 0.0, "separate"),
+    ],
+)
+def test_each_cue_name_builds_and_queries_with_its_preset(name, beam, path_weight, vectors):
+    from llama_index.core.schema import TextNode
+
+    from llama_index_graphrag_ext.documents.methods import build, resolve, retriever
+    from llama_index_graphrag_ext.testing import HashEmbedding
+
+    chunks = [
+        TextNode(text=f"Warsaw lies on the Vistula. Marie Curie was born in 18{i}7.")
+        for i in range(3)
+    ]
+    method, embed = resolve(name, {}), HashEmbedding(dim=32)
+    index = build(method, chunks, embed, None, None, False)
+    assert index.config()["unit_vectors"] == index.config()["entity_vectors"] == vectors
+    ranker = retriever(method, index, embed, 5, None)
+    assert (ranker.beam, ranker.path_weight) == (beam, path_weight)
