@@ -100,6 +100,10 @@ class ChunkQueryLinkIndex(GraphIndexBase):
       mutual-kNN edges, so messages pass only along title links;
       ``bridge_mask`` drops the mentioned title from a bridge query;
       ``bridges_per_chunk`` bounds the bridge queries of one chunk (1);
+      ``on_no_title_links``: with ``knn_edges=False`` and no chunk naming another's
+      title (no titles, or titles nobody mentions), ``knn`` falls back to the
+      paper's mutual-kNN graph (a WARNING, ``build_stats["graph_fallback"]``),
+      ``raise`` raises instead of training on a graph with no edges;
     * ``hidden``, ``layers``, ``lr``, ``weight_decay``, ``epochs``, ``negatives``,
       ``hard_negative_fraction``, ``val_fraction``, ``patience``, ``seed``,
       ``threads``, ``pair_batch``, ``links_per_epoch``: training (see
@@ -128,6 +132,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         knn_edges: bool = True,
         bridge_mask: bool = False,
         bridges_per_chunk: int = 1,
+        on_no_title_links: str = "knn",
         hidden: int = 256,
         layers: int = 1,
         lr: float = 0.0043,
@@ -168,6 +173,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                 raise ValueError(f"{name} must be > 0, got {value}")
         if not knn_edges and not bridges:
             raise ValueError("knn_edges=False needs bridges=True (the graph would have no edges)")
+        if on_no_title_links not in ("knn", "raise"):
+            raise ValueError("on_no_title_links must be 'knn' or 'raise'")
         if max_llm_batches is not None and max_llm_batches < 0:
             raise ValueError("max_llm_batches must be >= 0 or None")
         self._settings = {
@@ -182,6 +189,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             "knn_edges": bool(knn_edges),
             "bridge_mask": bool(bridge_mask),
             "bridges_per_chunk": int(bridges_per_chunk),
+            "on_no_title_links": on_no_title_links,
             "update_policy": update_policy,
             "finetune_epochs": finetune_epochs,
             "llm_cache_path": llm_cache_path,
@@ -324,6 +332,21 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             self._edges, self._mentions, added = add_bridges(self._edges, matrix, titles, texts)
             self.build_stats["bridge_pairs"] = len(self._mentions)
             self.build_stats["bridge_edges"] = added
+            self.build_stats.pop("graph_fallback", None)
+            if not self._settings.get("knn_edges", True) and not added and len(matrix) > 1:
+                self._no_title_links(matrix, sum(1 for t in titles if t))
+
+    def _no_title_links(self, matrix: np.ndarray, titled: int) -> None:
+        """No title link at all: messages would have no edge to pass along (module docs)."""
+        why = (
+            f"LP-RAG: knn_edges=False, but no chunk names another chunk's title "
+            f"({titled} of {len(matrix)} chunks have a title)"
+        )
+        if self._settings.get("on_no_title_links", "knn") == "raise":
+            raise ValueError(f"{why}; pass knn_edges=True or on_no_title_links='knn'")
+        logger.warning("%s; messages pass along the paper's mutual-kNN edges instead", why)
+        self._edges = similarity_edges(matrix, int(self._settings["k"]))
+        self.build_stats["graph_fallback"] = "mutual-kNN edges: no title links"
 
     def _titles_and_texts(self, new_nodes: Sequence[BaseNode]) -> tuple[list, list[str]]:
         ids = self._chunks.ids

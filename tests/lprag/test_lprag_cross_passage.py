@@ -115,3 +115,28 @@ def test_titles_preset_name_sets_the_title_link_settings(bow_embed):
     _, plain = REGISTRY.resolve("lprag-pseudo")
     base = _settings(BenchContext(embed_model=bow_embed, options=plain))
     assert base["knn_edges"] is True and base["bridges"] is False and base["query_neighbors"] == 10
+
+
+def test_no_title_link_falls_back_to_the_paper_s_knn_graph_loudly(bow_embed, caplog):
+    # Titles that no other passage names (chat sessions, say): the title graph is empty.
+    docs = [
+        Document(
+            text=f"Session {i}\nWe talked about topic {i} and tea number {i}.",
+            metadata={"title": f"Session {i}"},
+        )
+        for i in range(8)
+    ]
+    settings = dict(
+        embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        bridges=True, knn_edges=False, **SMALL,
+    )  # fmt: skip
+    index = ChunkQueryLinkIndex.from_documents(docs, **settings)
+    assert index.build_stats["bridge_edges"] == 0
+    assert index.build_stats["graph_fallback"] == "mutual-kNN edges: no title links"
+    assert len(index._edges[0]) > 0 and "no chunk names another chunk's title" in caplog.text
+    assert index.config()["on_no_title_links"] == "knn"
+    with pytest.raises(ValueError, match="no chunk names another chunk's title"):
+        ChunkQueryLinkIndex.from_documents(docs, on_no_title_links="raise", **settings)
+    # Where titles are named, nothing falls back.
+    linked = ChunkQueryLinkIndex.from_documents(DOCS, **settings)
+    assert "graph_fallback" not in linked.build_stats
