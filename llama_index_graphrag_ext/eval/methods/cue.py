@@ -98,6 +98,11 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
         "M": retriever.beam,
         "path_weight": retriever.path_weight,
         "query_entities": retriever.query_entities,
+        "vectors": {
+            "units": index.extractor.unit_vectors,
+            "entities": index.extractor.entity_vectors,
+            **{k: v for k, v in stats["extraction"].items() if k.startswith("late_")},
+        },
     }
     return BenchSystem(retriever=retriever, info=info, steps=[index.llm_steps, retriever.llm_steps])
 
