@@ -1,18 +1,19 @@
-"""The chunk and knowledge-unit vectors of an insert (CUE-RAG §3.2, Alg. 1 line 15).
+"""The chunk, knowledge-unit and entity vectors of an insert (CUE-RAG §3.2, Alg. 1 line 15).
 
-The paper embeds chunks and units with the same encoder. ``unit_vectors``
-chooses how the units' vectors are made:
+The paper embeds chunks, units and entity names with the same encoder, each
+text on its own (``separate``). ``unit_vectors`` and ``entity_vectors`` can
+instead be ``late`` (ours): the chunks are read once, and a sentence unit's
+vector is the mean of its word pieces in its chunk's forward pass, an entity's
+the mean of its first mention's (:mod:`~..core.late_chunking`); the mean of all
+of a chunk's pieces is its chunk vector, so the chunks cost no second pass.
 
-* ``separate`` (the paper): each unit's text is embedded on its own, a second
-  pass over the corpus's text after the chunks' pass.
-* ``late`` (ours): a sentence unit's vector is the mean of its word pieces in
-  its chunk's own forward pass (:mod:`~..core.late_chunking`), which gives the
-  chunk vector too: one pass in all. A unit is pooled in the first chunk it was
-  found in; a unit that is not a span of it (an LLM-written statement, a chunk
-  past the embedder's window) is embedded on its own, counted.
-
-Entity names are embedded on their own in both: query entities are matched to
-them by cosine, and a query entity is always embedded alone.
+* A unit is pooled in the first chunk it was found in, an entity in the chunk
+  of the first unit that mentions it (in that unit's sentence when it is there).
+* What is not a span of its chunk (an LLM-written statement, a name spelled
+  otherwise) or lies past the embedder's window is embedded on its own and
+  counted (``late_spans_alone``).
+* Query entities are always embedded on their own; on both dev sets one-pass
+  entity vectors matched them as well as separate ones (docs/methods/cue.md).
 """
 
 from __future__ import annotations
