@@ -178,18 +178,15 @@ def build(
         return _build_qcg(method, nodes, ctx, llm, common)
     if family == "cue":
         from ..cue.index import MultiPartiteIndex
+        from ..eval.methods.cue import index_options
 
         alpha = float(method.options.get("alpha", "0"))
-        preset = _cue_preset(method)
         return MultiPartiteIndex(
             nodes,
             llm=llm if alpha > 0 else None,
             alpha=alpha,
-            selection=ctx.option("selection", "bleu"),
-            title_entity=ctx.option("title_entity", True),
-            unit_vectors=ctx.option("unit_vectors", preset["vectors"]),
-            entity_vectors=ctx.option("entity_vectors", preset["vectors"]),
             cache_path=_cache(cache_dir, "cue-units.sqlite") if alpha > 0 else None,
+            **index_options(ctx),
             **common,
         )
     if family == "chainrag":
@@ -299,13 +296,6 @@ def load(
 # ------------------------------------------------------------------------------ retrieval
 
 
-def _cue_preset(method: Method) -> dict[str, Any]:
-    """The runner's CUE-RAG preset for this name (``cue-0.0`` -> ``default``)."""
-    from ..eval.methods.cue import PRESETS
-
-    return PRESETS[method.options.get("preset") or "default"]
-
-
 def retriever(method: Method, index: Any, embed_model: BaseEmbedding, top_k: int, llm: LLM | None):
     """The method's retriever over a loaded index, with the options it was built with."""
     family, ctx = method.family, _ctx(method, embed_model, top_k, None)
@@ -314,25 +304,10 @@ def retriever(method: Method, index: Any, embed_model: BaseEmbedding, top_k: int
     if family == "qcg":
         return index.as_retriever(similarity_top_k=top_k)
     if family == "cue":
-        from ..core.llm import writes_json
+        from ..eval.methods.cue import make_retriever
 
-        ablations = set(method.options.get("ablations", "").split("-no-")) - {""}
-        alpha = float(method.options.get("alpha", "0"))
-        strong = alpha > 0 and writes_json(llm)
-        preset = _cue_preset(method)
-        return index.as_retriever(
-            top_k=ctx.option("K", 3),
-            depth=ctx.option("D", 3),
-            beam=ctx.option("M", preset["M"]),
-            top_n=ctx.option("top_n", top_k),
-            use_sa="sa" not in ablations,
-            use_ka="ka" not in ablations,
-            use_qu="qu" not in ablations,
-            lexical_weight=ctx.option("lexical_weight", preset["lexical_weight"]),
-            path_weight=ctx.option("path_weight", preset["path_weight"]),
-            fill=ctx.option("fill", "dense"),
-            query_entities=ctx.option("query_entities", "llm" if strong else "spacy"),
-            llm=llm if alpha > 0 else None,
+        return make_retriever(
+            index, ctx, llm if float(method.options.get("alpha", "0")) > 0 else None
         )
     if family == "chainrag":
         from ..chainrag.sentence_graph import EDGE_KINDS

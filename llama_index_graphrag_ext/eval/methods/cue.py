@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from llama_index.core.llms import LLM
 from llama_index.core.schema import Document
 
 from ...core.llm import describe_llm, writes_json
@@ -49,27 +50,27 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> BenchSystem:
+def preset_of(ctx: BenchContext) -> dict[str, Any]:
+    """The preset a name selects (``cue-0.0`` -> ``default``)."""
+    return PRESETS[ctx.options.get("preset") or "default"]
+
+
+def index_options(ctx: BenchContext) -> dict[str, Any]:
+    """The index settings of a name and its ``--set`` options (runner and CLI alike)."""
+    preset = preset_of(ctx)
+    return {
+        "selection": ctx.option("selection", "bleu"),
+        "title_entity": ctx.option("title_entity", True),
+        "unit_vectors": ctx.option("unit_vectors", preset["vectors"]),
+        "entity_vectors": ctx.option("entity_vectors", preset["vectors"]),
+    }
+
+
+def make_retriever(index: MultiPartiteIndex, ctx: BenchContext, llm: LLM | None):
+    """Q-Iter with the name's preset, ablations and ``--set`` options (runner and CLI alike)."""
+    preset = preset_of(ctx)
     ablations = set(ctx.options.get("ablations", "").split("-no-")) - {""}
-    preset_name = ctx.options.get("preset") or "default"
-    preset = PRESETS[preset_name]
-    llm = ctx.llm() if alpha > 0 else None
-    cache = str(ctx.cache_dir / "cue-units.sqlite") if ctx.cache_dir and alpha > 0 else None
-    index = MultiPartiteIndex.from_documents(
-        documents,
-        transformations=[PassageParser()],
-        embed_model=ctx.embed_model,
-        llm=llm,
-        show_progress=ctx.show_progress,
-        alpha=alpha,
-        selection=ctx.option("selection", "bleu"),
-        title_entity=ctx.option("title_entity", True),
-        unit_vectors=ctx.option("unit_vectors", preset["vectors"]),
-        entity_vectors=ctx.option("entity_vectors", preset["vectors"]),
-        cache_path=cache,
-    )
-    strong_llm = writes_json(llm)
-    retriever = index.as_retriever(
+    return index.as_retriever(
         top_k=ctx.option("K", 3),
         depth=ctx.option("D", 3),
         beam=ctx.option("M", preset["M"]),
@@ -80,9 +81,27 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
         lexical_weight=ctx.option("lexical_weight", preset["lexical_weight"]),
         path_weight=ctx.option("path_weight", preset["path_weight"]),
         fill=ctx.option("fill", "dense"),
-        query_entities=ctx.option("query_entities", "llm" if strong_llm else "spacy"),
+        query_entities=ctx.option("query_entities", "llm" if writes_json(llm) else "spacy"),
         llm=llm,
     )
+
+
+def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> BenchSystem:
+    ablations = set(ctx.options.get("ablations", "").split("-no-")) - {""}
+    preset_name = ctx.options.get("preset") or "default"
+    llm = ctx.llm() if alpha > 0 else None
+    cache = str(ctx.cache_dir / "cue-units.sqlite") if ctx.cache_dir and alpha > 0 else None
+    index = MultiPartiteIndex.from_documents(
+        documents,
+        transformations=[PassageParser()],
+        embed_model=ctx.embed_model,
+        llm=llm,
+        show_progress=ctx.show_progress,
+        alpha=alpha,
+        cache_path=cache,
+        **index_options(ctx),
+    )
+    retriever = make_retriever(index, ctx, llm)
     stats = index.stats()
     info = {
         "alpha": alpha,
