@@ -133,6 +133,11 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         default="separate",
         description="Entity names embedded on their own, or pooled from a mention in its chunk.",
     )
+    late_fallback: Literal["separate", "raise"] = Field(
+        default="separate",
+        description="With late vectors and an embedder without word pieces: embed separately "
+        "(warned, counted) or raise.",
+    )
     repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable JSON.")
     show_progress: bool = Field(default=False, description="Show progress bars.")
     llm: SerializeAsAny[LLM] | None = Field(

@@ -152,6 +152,7 @@ class MultiPartiteIndex(GraphIndexBase):
             first_row,
             units=self.extractor.unit_vectors,
             entities=self.extractor.entity_vectors,
+            on_unavailable=self.extractor.late_fallback,
             show_progress=progress,
         )
         del chunk_texts

@@ -41,12 +41,15 @@ def index_vectors(
     *,
     units: str = "separate",
     entities: str = "separate",
+    on_unavailable: str = "separate",
     show_progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, dict[str, Any]]:
     """The chunks' vectors, the new units' and the new entities' (in ``growth`` order).
 
     Returns ``(chunk_vectors, unit_vectors, entity_vectors, stats)`` (None where
     the insert adds no unit or entity); the stats count what could not be pooled.
+    An embedder without word pieces embeds everything separately (warned,
+    ``late_unavailable``), or raises with ``on_unavailable="raise"``.
     """
     for name, mode in (("unit_vectors", units), ("entity_vectors", entities)):
         if mode not in ("separate", "late"):
@@ -69,6 +72,8 @@ def index_vectors(
             unit_vectors = pooled.get("units")
             entity_vectors = pooled.get("entities")
         except LateChunkingUnavailable as err:
+            if on_unavailable == "raise":
+                raise
             logger.warning(
                 "CUE index: late vectors are unavailable with %s (%s); "
                 "%d unit(s) and %d entity name(s) embedded separately",

@@ -63,6 +63,11 @@ class SentenceQueryGenerator(QueryNodeGenerator):
     vectors: Literal["separate", "late"] = Field(
         default="separate", description="Sentence vectors: own pass, or from the chunk's pass."
     )
+    late_fallback: Literal["separate", "raise"] = Field(
+        default="separate",
+        description="With vectors='late' and an embedder without word pieces: embed separately "
+        "(warned, counted) or raise.",
+    )
 
     @classmethod
     def class_name(cls) -> str:
@@ -203,6 +208,8 @@ class SentenceQueryGenerator(QueryNodeGenerator):
                 embed, texts, groups, alone, show_progress=self.show_progress, desc="Chunks (late)"
             )
         except LateChunkingUnavailable as err:
+            if self.late_fallback == "raise":
+                raise
             logger.warning(
                 "QCG sentence nodes: vectors='late' is unavailable with %s (%s); "
                 "%d chunk(s) get separately embedded sentences",

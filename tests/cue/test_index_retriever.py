@@ -255,3 +255,13 @@ def test_late_vectors_with_a_hash_embedder_warn_and_embed_separately(bow_embed, 
     )
     assert index.build_stats["late_unavailable"] == len(DOCS)
     assert "late vectors are unavailable" in caplog.text
+    from llama_index_graphrag_ext.core.late_chunking import LateChunkingUnavailable
+
+    with pytest.raises(LateChunkingUnavailable):
+        MultiPartiteIndex.from_documents(
+            DOCS,
+            embed_model=bow_embed,
+            transformations=[PassageParser()],
+            unit_vectors="late",
+            late_fallback="raise",
+        )

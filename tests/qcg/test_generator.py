@@ -243,3 +243,12 @@ def test_late_vectors_without_word_pieces_fall_back_loudly(bow_embed, caplog):
     result = SentenceQueryGenerator(vectors="late", embed_model=bow_embed).generate([chunk])
     assert result.vectors is None and result.stats["late_unavailable"] == 1
     assert "vectors='late' is unavailable" in caplog.text
+
+
+def test_late_vectors_fallback_can_be_made_to_raise(bow_embed):
+    from llama_index_graphrag_ext.core.late_chunking import LateChunkingUnavailable
+
+    chunk = TextNode(id_="c", text="Cats purr. Dogs bark loudly at night.")
+    strict = SentenceQueryGenerator(vectors="late", late_fallback="raise", embed_model=bow_embed)
+    with pytest.raises(LateChunkingUnavailable):
+        strict.generate([chunk])
