@@ -18,7 +18,7 @@ query is attached to). Below that size, every chunk is scored, as in the paper.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -34,6 +34,15 @@ logger = logging.getLogger(__name__)
 COSINE_PRIOR_SCALE = 10.0
 #: Default candidate cap: indexes up to this size are scored exhaustively.
 DEFAULT_MAX_CANDIDATES = 4096
+#: ``cosine_prior`` value for the parameter-free fusion of the predictor and the encoder.
+STANDARDIZED = "standardized"
+
+
+def standardize(scores: np.ndarray) -> np.ndarray:
+    """Zero mean, unit (population) standard deviation; a constant array becomes zeros."""
+    scores = np.asarray(scores, np.float64)
+    std = scores.std()
+    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
 
 
 class LinkPredictionRetriever(BaseRetriever):
@@ -50,6 +59,12 @@ class LinkPredictionRetriever(BaseRetriever):
             scale; our addition, 0 = the paper's ``φ`` alone). It keeps a
             predictor trained on weak supervision (LLM-free pseudo-queries) from
             drifting away from the encoder's ranking; see the LP-RAG page.
+            ``"standardized"`` has no weight to choose: both ``φ`` and the cosine
+            are standardised over the chunks scored for the query (zero mean, unit
+            deviation) and summed, so each counts equally whatever scale training
+            left ``φ`` at. ``threshold`` then tests the predictor's own link
+            probability ``σ(φ)``, and a node's score is ``σ`` of the sum (it orders
+            the results; it is not a probability).
         max_candidates: Score at most this many chunks per query, the nearest by
             cosine (``None``: every chunk, the paper's exhaustive scoring). Only
             indexes larger than this are affected; see the module docs.
@@ -62,7 +77,7 @@ class LinkPredictionRetriever(BaseRetriever):
         similarity_top_k: int | None = 10,
         threshold: float | None = None,
         query_neighbors: int | None = None,
-        cosine_prior: float = 0.0,
+        cosine_prior: float | Literal["standardized"] = 0.0,
         max_candidates: int | None = DEFAULT_MAX_CANDIDATES,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
@@ -77,9 +92,7 @@ class LinkPredictionRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.threshold = threshold
         self.query_neighbors = int(query_neighbors or index.query_neighbors)
-        if cosine_prior < 0:
-            raise ValueError("cosine_prior must be >= 0")
-        self.cosine_prior = float(cosine_prior)
+        self.cosine_prior = _check_prior(cosine_prior)
         if max_candidates is not None and max_candidates < self.query_neighbors:
             raise ValueError(
                 f"max_candidates ({max_candidates}) must be at least query_neighbors "
@@ -107,7 +120,7 @@ class LinkPredictionRetriever(BaseRetriever):
         snap = self._snapshot()
         if snap is None:
             return {}
-        probs, _, _ = self._probabilities(snap, embed_query(self._index.embed_model, query))
+        probs, *_ = self._probabilities(snap, embed_query(self._index.embed_model, query))
         return dict(zip(snap.chunk_ids, probs.tolist(), strict=True))
 
     def _snapshot(self):
@@ -125,32 +138,39 @@ class LinkPredictionRetriever(BaseRetriever):
         return np.sort(np.asarray(rows, np.int64))  # row order: ties break as when exhaustive
 
     def _probabilities(self, snap, vector: np.ndarray):
-        """Link probabilities and logits for every chunk (``-inf`` logit: not scored)."""
+        """Link probabilities, logits, ranking scores and the query's attachments.
+
+        The logit is ``φ`` (plus the prior, when a weight is set) and the probability
+        its ``σ``; the ranking score is the logit, or with ``"standardized"`` the sum
+        of the standardised ``φ`` and cosine. Chunks not scored get a ``-inf`` logit.
+        """
         vector = vector / (np.linalg.norm(vector) or 1.0)
         # Inference graph (§3.4): the query node receives messages from its M nearest chunks.
         nbrs = self._index.nearest_chunk_rows(snap, vector, self.query_neighbors)
         rows = self._candidates(snap, vector)
-        scored = snap.scorer.logits(vector, nbrs, np.ones(len(nbrs), np.float32), rows=rows)
+        phi = snap.scorer.logits(vector, nbrs, np.ones(len(nbrs), np.float32), rows=rows)
+        phi = phi.astype(np.float64)
+        ranking = phi
         if self.cosine_prior:
-            # A fixed scale (the decoder's initial cosine scale), not the learned one:
-            # training may shrink or even flip that, and the prior must not follow.
             z = snap.z_chunks if rows is None else snap.z_chunks[rows]
-            scored = scored + self.cosine_prior * COSINE_PRIOR_SCALE * (z @ vector)
-        if rows is None:
-            logits = scored.astype(np.float64)
-        else:
-            logits = np.full(len(snap.chunk_ids), -np.inf)
-            logits[rows] = scored
-        probs = 1.0 / (1.0 + np.exp(-logits))
-        return probs, logits, nbrs
+            cos = (z @ vector).astype(np.float64)
+            if self.cosine_prior == STANDARDIZED:
+                ranking = standardize(phi) + standardize(cos)
+            else:
+                # A fixed scale (the decoder's initial cosine scale), not the learned
+                # one: training may shrink or even flip that, and the prior must not follow.
+                phi = ranking = phi + self.cosine_prior * COSINE_PRIOR_SCALE * cos
+        n = len(snap.chunk_ids)
+        logits = _spread(phi, rows, n, -np.inf)
+        return 1.0 / (1.0 + np.exp(-logits)), logits, _spread(ranking, rows, n, -np.inf), nbrs
 
     def _rank(self, vector: np.ndarray) -> list[NodeWithScore]:
         snap = self._snapshot()
         if snap is None:
             return []
-        probs, logits, nbrs = self._probabilities(snap, vector)
-        # Rank by logit: probabilities saturate at 1.0 for confident links and would tie.
-        candidates = logits
+        probs, logits, ranking, nbrs = self._probabilities(snap, vector)
+        # Rank by score, not probability: probabilities saturate at 1.0 and would tie.
+        candidates = ranking
         if self.threshold is not None:
             candidates = np.where(probs >= self.threshold, candidates, -np.inf)
         k = len(probs) if self.similarity_top_k is None else self.similarity_top_k
@@ -165,12 +185,13 @@ class LinkPredictionRetriever(BaseRetriever):
         return [
             with_evidence(
                 node,
-                float(probs[i]),
+                float(1.0 / (1.0 + np.exp(-ranking[i]))),
                 {
                     "method": "lp-rag",
                     "predictor": predictor,
                     "link_probability": round(float(probs[i]), 6),
                     "link_logit": round(float(logits[i]), 6),
+                    "ranking_score": round(float(ranking[i]), 6),
                     "cosine_prior": self.cosine_prior,
                     "cosine": round(float(cos), 6),
                     "rank": rank + 1,
@@ -179,3 +200,23 @@ class LinkPredictionRetriever(BaseRetriever):
             )
             for rank, (i, node, cos) in enumerate(zip(order, nodes, cosines, strict=True))
         ]
+
+
+def _check_prior(prior: float | str) -> float | str:
+    """``cosine_prior`` validated: a weight >= 0 or ``"standardized"``."""
+    if isinstance(prior, str):
+        if prior != STANDARDIZED:
+            raise ValueError(f"cosine_prior must be a number >= 0 or {STANDARDIZED!r}, got {prior!r}")
+        return prior
+    if prior < 0:
+        raise ValueError("cosine_prior must be >= 0")
+    return float(prior)
+
+
+def _spread(values: np.ndarray, rows: np.ndarray | None, n: int, fill: float) -> np.ndarray:
+    """Scores of the scored ``rows`` placed in an array over all ``n`` chunks."""
+    if rows is None:
+        return values
+    out = np.full(n, fill, np.float64)
+    out[rows] = values
+    return out

@@ -206,6 +206,49 @@ def test_cosine_prior_pulls_the_ranking_towards_the_encoder(index):
         index.as_retriever(cosine_prior=-1.0)
 
 
+def test_standardized_prior_weighs_predictor_and_cosine_equally(index):
+    query = "Which river flows through the capital of France?"
+    ids = index.chunk_ids()
+    z = index._chunks.get(ids)
+    q = np.asarray(index.embed_model.get_query_embedding(query), np.float32)
+    cos = (z @ (q / np.linalg.norm(q))).astype(np.float64)
+    plain = index.as_retriever(similarity_top_k=None, threshold=0.0, max_candidates=None)
+    phi = {r.node.node_id: r.metadata["evidence"]["link_logit"] for r in plain.retrieve(query)}
+    phi = np.array([phi[i] for i in ids])
+
+    def z_of(x):
+        return (x - x.mean()) / x.std()
+
+    expected = [ids[i] for i in np.argsort(-(z_of(phi) + z_of(cos)))]
+    fused = index.as_retriever(similarity_top_k=len(ids), cosine_prior="standardized")
+    hits = fused.retrieve(query)
+    assert [h.node.node_id for h in hits] == expected
+    ev = hits[0].metadata["evidence"]
+    # The link probability stays the predictor's own; the node score orders the results.
+    assert ev["cosine_prior"] == "standardized"
+    assert ev["link_probability"] == pytest.approx(1 / (1 + np.exp(-phi[ids.index(expected[0])])), abs=1e-5)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # The threshold tests the predictor's link probability, not the fused score.
+    probs = 1 / (1 + np.exp(-phi))
+    mid = np.sort(probs)[len(probs) // 2 - 1 : len(probs) // 2 + 1]
+    tau = float(mid.mean())  # halfway between two chunks' probabilities: no tie at the cut
+    above = {i for i, p in zip(ids, probs, strict=True) if p >= tau}
+    assert 0 < len(above) < len(ids)
+    kept = index.as_retriever(similarity_top_k=None, threshold=tau, cosine_prior="standardized")
+    assert [h.node.node_id for h in kept.retrieve(query)] == [i for i in expected if i in above]
+    with pytest.raises(ValueError, match="standardized"):
+        index.as_retriever(cosine_prior="auto")
+
+
+def test_standardize_is_scale_free_and_safe_on_constants():
+    from llama_index_graphrag_ext.lprag.retriever import standardize
+
+    x = np.array([1.0, 3.0, 2.0, 6.0])
+    assert standardize(10 * x + 7) == pytest.approx(standardize(x))
+    assert standardize(x).mean() == pytest.approx(0.0) and standardize(x).std() == pytest.approx(1.0)
+    assert standardize(np.full(3, 4.2)).tolist() == [0.0, 0.0, 0.0]
+
+
 def test_candidate_cap_scores_the_nearest_chunks_with_the_same_logits(index):
     query = "Which river flows through the capital of France?"
     exhaustive = index.as_retriever(similarity_top_k=8, max_candidates=None)

@@ -14,11 +14,13 @@ Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`llama_index_graphrag_ext.lprag.bridges`) and
 ``knn`` (``false``: messages pass along title links only), ``mask`` (bridge
 queries without the mentioned title), ``per_chunk`` (bridge queries per chunk),
-``prior`` (the retriever's ``cosine_prior``) and ``candidates`` (the retriever's
+``prior`` (the retriever's ``cosine_prior``: a weight, or ``std`` for the
+parameter-free ``"standardized"`` fusion) and ``candidates`` (the retriever's
 ``max_candidates``; 0 scores every chunk). Name suffixes set them too, in this
-order: ``-titles``, ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1``, e.g.
-``lprag-pseudo-mlp-bridges-hard0.5-prior1``. ``-titles`` is the LLM-free preset
-:data:`TITLES_PRESET` (chosen on musique-100); ``--set`` overrides its values.
+order: ``-titles``, ``-mlp``, ``-bridges``, ``-hard0.5``, ``-prior1`` (or
+``-priorstd``), e.g. ``lprag-pseudo-mlp-bridges-hard0.5-prior1``. ``-titles`` is
+the LLM-free preset :data:`TITLES_PRESET` (training settings chosen on
+musique-100, standardized fusion); ``--set`` overrides its values.
 """
 
 from __future__ import annotations
@@ -33,20 +35,22 @@ from ...core.llm import describe_llm, is_embedded
 from ...core.nodes import PassageParser
 from ...lprag.chunker import LLMAtomicChunker
 from ...lprag.index import ChunkQueryLinkIndex
-from ...lprag.retriever import DEFAULT_MAX_CANDIDATES
+from ...lprag.retriever import DEFAULT_MAX_CANDIDATES, STANDARDIZED
 from ..registry import BenchContext, BenchSystem, register_method
 
 logger = logging.getLogger(__name__)
 
 _PREDICTOR = (
     r"(?:-(?P<preset>titles))?(?:-(?P<predictor>ncn|sage|gcn|mlp))?(?:-(?P<bridges>bridges))?"
-    r"(?:-hard(?P<hard>[0-9.]+))?(?:-prior(?P<prior>[0-9.]+))?"
+    r"(?:-hard(?P<hard>[0-9.]+))?(?:-prior(?P<prior>[0-9.]+|std))?"
 )
 
 
-#: ``-titles``: the LLM-free preset chosen on musique-100's questions (see the
-#: LP-RAG page): NCN over title links only, masked cross-passage queries, half
-#: hard negatives, queries attached to M = 3 chunks, cosine prior 2.
+#: ``-titles``: the LLM-free preset (see the LP-RAG page). Its training settings
+#: were chosen on musique-100's questions: NCN over title links only, masked
+#: cross-passage queries, half hard negatives, queries attached to M = 3 chunks.
+#: Its retriever sums the standardised predictor and cosine scores, which has no
+#: weight to choose (a cosine-prior weight chosen on either set fails the other).
 TITLES_PRESET: dict[str, Any] = {
     "bridges": True,
     "knn": False,
@@ -55,7 +59,7 @@ TITLES_PRESET: dict[str, Any] = {
     "hard": 0.5,
     "epochs": 30,
     "query_neighbors": 3,
-    "prior": 2.0,
+    "prior": STANDARDIZED,
 }
 
 
@@ -64,6 +68,15 @@ def _default(ctx: BenchContext, name: str, value: Any) -> Any:
     if ctx.options.get("preset") == "titles":
         return TITLES_PRESET.get(name, value)
     return value
+
+
+def _prior(ctx: BenchContext) -> float | str:
+    """The retriever's ``cosine_prior``: ``--set prior=2`` / ``-prior2``, or ``std``."""
+
+    def cast(raw: str) -> float | str:
+        return STANDARDIZED if raw.strip().lower() in ("std", STANDARDIZED) else float(raw)
+
+    return ctx.option("prior", _default(ctx, "prior", 0.0), cast=cast)
 
 
 def _settings(ctx: BenchContext) -> dict[str, Any]:
@@ -96,7 +109,7 @@ def _info(index: ChunkQueryLinkIndex, ctx: BenchContext, **extra: Any) -> dict[s
     info: dict[str, Any] = {
         "predictor": index.predictor,
         "bridges": bool(index.config().get("bridges")),
-        "cosine_prior": ctx.option("prior", _default(ctx, "prior", 0.0)),
+        "cosine_prior": _prior(ctx),
         "preset": ctx.options.get("preset"),
         "chunks": len(index),
         "chunk_edges": int(len(index._edges[0])),
@@ -140,7 +153,7 @@ def _retriever(index: ChunkQueryLinkIndex, ctx: BenchContext):
     cap = int(ctx.option("candidates", DEFAULT_MAX_CANDIDATES))
     return index.as_retriever(
         similarity_top_k=ctx.top_k,
-        cosine_prior=ctx.option("prior", _default(ctx, "prior", 0.0)),
+        cosine_prior=_prior(ctx),
         max_candidates=cap if cap > 0 else None,
     )
 

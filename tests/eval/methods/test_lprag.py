@@ -18,6 +18,21 @@ def test_names_resolve_with_their_predictor():
     assert spec.tier == "llm-free" and opts == {"predictor": "mlp", "bridges": "bridges"}
     _, opts = REGISTRY.resolve("lprag-pseudo-mlp-bridges-hard0.5-prior1")
     assert opts == {"predictor": "mlp", "bridges": "bridges", "hard": "0.5", "prior": "1"}
+    _, opts = REGISTRY.resolve("lprag-pseudo-titles-priorstd")
+    assert opts == {"preset": "titles", "prior": "std"}
+
+
+def test_titles_preset_fuses_standardized_scores_and_a_weight_overrides_it():
+    from llama_index_graphrag_ext.eval.methods.lprag import _prior
+
+    _, opts = REGISTRY.resolve("lprag-pseudo-titles")
+    assert _prior(BenchContext(embed_model=None, top_k=5, options=opts)) == "standardized"
+    _, opts = REGISTRY.resolve("lprag-pseudo-titles-prior2")
+    assert _prior(BenchContext(embed_model=None, top_k=5, options=opts)) == 2.0
+    _, opts = REGISTRY.resolve("lprag-pseudo")
+    assert _prior(BenchContext(embed_model=None, top_k=5, options=opts)) == 0.0
+    ctx = BenchContext(embed_model=None, top_k=5, options={"prior": "std"})
+    assert _prior(ctx) == "standardized"
 
 
 def test_pseudo_builder_reports_training(bow_embed):
