@@ -12,12 +12,18 @@ applied to sentences inside a passage. A span vector is not the vector of the
 span embedded alone: it also carries what the rest of the passage says (a
 sentence "He was born in 1950." is read knowing who "he" is).
 
-What the window holds is pooled; what it does not is embedded alone:
+A text longer than the model's window is read window by window, the windows
+being the pooling wrapper's own (:class:`~.pooling.PooledEmbedding`): its
+vector is the wrapper's weighted mean of the windows' vectors, the same vector
+the normal path gives, and a span's pieces come from the window that holds it
+with the most context on both sides. So a long passage still costs one read of
+its text (plus the windows' overlaps), not a second pass.
 
-* a text longer than the model's window gets its text vector from the
-  embedder's normal path (:class:`~.pooling.PooledEmbedding` pools it), and a
-  span ending past the window is embedded alone from the caller's fallback
-  text. Both are counted in :attr:`SpanVectors.stats`.
+What no read reaches is embedded alone, and counted in :attr:`SpanVectors.stats`:
+
+* without a pooling wrapper a long text is read as the model reads it, up to
+  the window; a span ending past that is embedded alone from the caller's
+  fallback text, as is a span holding no word piece.
 * an embedder whose token vectors cannot be reached (not a sentence-transformers
   ``HuggingFaceEmbedding``, a slow tokenizer, a text instruction) raises
   :class:`LateChunkingUnavailable`; callers fall back with a warning.
@@ -35,6 +41,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from tqdm.auto import tqdm
 
 from .embeddings import embed_texts, normalize_rows
+from .pooling import PooledEmbedding
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +64,10 @@ class SpanVectors:
     Attributes:
         text_vectors: ``(n, d)`` normalised vectors of the texts.
         span_vectors: Per text, an ``(m_i, d)`` matrix of its spans' normalised vectors.
-        stats: ``texts``, ``spans``, ``texts_over_window`` (text vector from the
-            normal path), ``spans_alone`` (span past the window, or holding no word
-            piece, embedded alone from its fallback text).
+        stats: ``texts``, ``spans``, ``texts_windowed`` (read window by window),
+            ``texts_over_window`` (longer than the window with no pooling wrapper:
+            read up to it), ``spans_alone`` (span past what was read, or holding no
+            word piece, embedded alone from its fallback text).
     """
 
     text_vectors: np.ndarray
@@ -118,7 +126,7 @@ def embed_spans(
     if len(spans) != len(texts) or len(fallback_texts) != len(texts):
         raise ValueError("texts, spans and fallback_texts must have one entry per text")
     model = sentence_transformer(embed_model)
-    tokenizer, limit = model.tokenizer, int(model.max_seq_length)
+    pooler = _pooler(embed_model)
     batch = max(1, int(batch_size or getattr(embed_model, "embed_batch_size", 32) or 32))
     dimension = (
         getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -126,47 +134,40 @@ def embed_spans(
     dim = int(dimension())
     text_vectors = np.zeros((len(texts), dim), dtype=np.float32)
     span_vectors = [np.zeros((len(s), dim), dtype=np.float32) for s in spans]
-    over: list[int] = []
+    # What the model reads: each text whole, or a long one window by window (the
+    # pooling wrapper's own windows, so its vector is the one the wrapper makes).
+    ranges = pooler.window_ranges(list(texts)) if pooler is not None else [None] * len(texts)
+    windows_of = [r or [(0, len(t))] for r, t in zip(ranges, texts, strict=True)]
+    # Longest first, a text's windows side by side: each forward batch holds texts of
+    # about one length (little padding) and a text's reads arrive together.
+    order = sorted(range(len(texts)), key=lambda i: -max(b - a for a, b in windows_of[i]))
+    reads = [(i, a, b) for i in order for a, b in windows_of[i]]
+    counts = {"windowed": 0, "over": 0}
     alone: list[tuple[int, int]] = []
+    pending: list[_Read] = []  # the windows read so far of the text being assembled
     bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not show_progress, leave=False)
     try:
-        for start in range(0, len(texts), _SLICE):
-            rows = range(start, min(len(texts), start + _SLICE))
-            chunk = [texts[i] if texts[i].strip() else " " for i in rows]
-            tokens = model.encode(
-                chunk,
-                batch_size=batch,
-                output_value="token_embeddings",
-                convert_to_numpy=False,
-                show_progress_bar=False,
-            )
-            enc = tokenizer(
-                chunk, truncation=True, max_length=limit, return_offsets_mapping=True, verbose=False
-            )
-            for row, i in enumerate(rows):
-                vectors = tokens[row].detach().float().cpu().numpy()
-                offsets = enc["offset_mapping"][row]
-                if len(offsets) != len(vectors):  # not the tokenisation the model saw
-                    raise LateChunkingUnavailable("the tokenizer's pieces differ from the model's")
-                truncated = len(enc["input_ids"][row]) >= limit and _longer(
-                    tokenizer, chunk[row], limit
-                )
-                if truncated:
-                    over.append(i)
+        for read in _forward(model, texts, reads, batch):
+            pending.append(read)
+            i = read.text
+            if len(pending) < len(windows_of[i]):
+                continue
+            windows, pending = pending, []
+            if len(windows) > 1:
+                counts["windowed"] += 1
+                text_vectors[i] = pooler.pool(np.vstack([w.vectors.mean(axis=0) for w in windows]))
+            else:
+                text_vectors[i] = windows[0].vectors.mean(axis=0)  # the model's own mean pooling
+                counts["over"] += windows[0].truncated
+            for j, span in enumerate(spans[i]):
+                vector = _span_vector(windows, span)
+                if vector is None:
+                    alone.append((i, j))
                 else:
-                    text_vectors[i] = vectors.mean(axis=0)  # the model's own mean pooling
-                reach = max((e for _, e in offsets), default=0)
-                for j, ranges in enumerate(spans[i]):
-                    picked = _pieces(offsets, ranges)
-                    if not picked or (truncated and max(e for _, e in ranges) > reach):
-                        alone.append((i, j))
-                        continue
-                    span_vectors[i][j] = vectors[picked].mean(axis=0)
-            bar.update(len(rows))
+                    span_vectors[i][j] = vector
+            bar.update(1)
     finally:
         bar.close()
-    if over:  # the normal path reads the whole text (pooled windows)
-        text_vectors[over] = embed_texts(embed_model, [texts[i] for i in over])
     if alone:
         vecs = embed_texts(embed_model, [fallback_texts[i][j] for i, j in alone])
         for (i, j), v in zip(alone, vecs, strict=True):
@@ -174,7 +175,8 @@ def embed_spans(
     stats = {
         "texts": len(texts),
         "spans": sum(len(s) for s in spans),
-        "texts_over_window": len(over),
+        "texts_windowed": counts["windowed"],
+        "texts_over_window": counts["over"],
         "spans_alone": len(alone),
     }
     return SpanVectors(
@@ -182,13 +184,92 @@ def embed_spans(
     )
 
 
+@dataclass
+class _Read:
+    """One forward read: a text (or one window of it) and its word pieces."""
+
+    text: int
+    vectors: np.ndarray  # (pieces, d), special tokens included
+    starts: np.ndarray  # each piece's first character in the whole text
+    ends: np.ndarray  # ... and its end; a special token has start == end
+    truncated: bool  # the model stopped before the read's end
+
+    def __post_init__(self) -> None:
+        real = np.flatnonzero(self.ends > self.starts)
+        self.first = int(self.starts[real[0]]) if len(real) else 0
+        self.last = int(self.ends[real[-1]]) if len(real) else -1
+
+    def pieces(self, span: Span) -> np.ndarray:
+        """Indices of the word pieces overlapping any of the span's ranges."""
+        hit = np.zeros(len(self.starts), dtype=bool)
+        for a, b in span:
+            hit |= (self.starts < b) & (self.ends > a)
+        return np.flatnonzero(hit & (self.ends > self.starts))
+
+
+def _forward(model: Any, texts: Sequence[str], reads: list[tuple[int, int, int]], batch: int):
+    """Run the model over ``reads`` (``(text, start, end)``), a slice at a time, in order."""
+    tokenizer, limit = model.tokenizer, int(model.max_seq_length)
+    for first in range(0, len(reads), _SLICE):
+        part = reads[first : first + _SLICE]
+        chunk = [texts[i][a:b] if texts[i][a:b].strip() else " " for i, a, b in part]
+        tokens = model.encode(
+            chunk,
+            batch_size=batch,
+            output_value="token_embeddings",
+            convert_to_numpy=False,
+            show_progress_bar=False,
+        )
+        enc = tokenizer(
+            chunk, truncation=True, max_length=limit, return_offsets_mapping=True, verbose=False
+        )
+        for row, (i, a, _b) in enumerate(part):
+            vectors = tokens[row].detach().float().cpu().numpy()
+            offsets = np.asarray(enc["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)
+            if len(offsets) != len(vectors):  # not the tokenisation the model saw
+                raise LateChunkingUnavailable("the tokenizer's pieces differ from the model's")
+            truncated = len(enc["input_ids"][row]) >= limit and _longer(
+                tokenizer, chunk[row], limit
+            )
+            yield _Read(i, vectors, offsets[:, 0] + a, offsets[:, 1] + a, truncated)
+
+
+def _span_vector(windows: list[_Read], span: Span) -> np.ndarray | None:
+    """The mean of a span's word pieces, read in the window that holds it with the
+    most context around it; across windows when none holds it whole. None when no
+    read reaches it (a span past a truncated text's end, or an empty one)."""
+    lo, hi = min(a for a, _ in span), max(b for _, b in span)
+    best, margin = None, -1
+    for w in windows:
+        if w.first <= lo and hi <= w.last and min(lo - w.first, w.last - hi) > margin:
+            best, margin = w, min(lo - w.first, w.last - hi)
+    if best is not None:
+        picked = best.pieces(span)
+        return best.vectors[picked].mean(axis=0) if len(picked) else None
+    if len(windows) == 1 and windows[0].truncated:
+        return None  # the model never read its end: embedded alone
+    parts, covered = [], -1
+    for w in windows:  # each character's pieces from the first window that read it
+        picked = w.pieces(span)
+        picked = picked[w.starts[picked] >= covered]
+        if len(picked):
+            parts.append(w.vectors[picked])
+            covered = int(w.ends[picked].max())
+    return np.vstack(parts).mean(axis=0) if parts else None
+
+
+def _pooler(embed_model: BaseEmbedding) -> PooledEmbedding | None:
+    """The pooling wrapper in ``embed_model``'s chain that pools long texts, if any."""
+    seen = embed_model
+    for _ in range(4):
+        if isinstance(seen, PooledEmbedding):
+            return seen if seen.pooling else None
+        seen = seen.__dict__.get("inner")
+        if seen is None:
+            return None
+    return None
+
+
 def _longer(tokenizer: Any, text: str, limit: int) -> bool:
     """Whether ``text`` holds more word pieces than the model reads."""
     return len(tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"]) > limit
-
-
-def _pieces(offsets: Sequence[tuple[int, int]], ranges: Span) -> list[int]:
-    """Indices of the word pieces overlapping any of ``ranges`` (special tokens excluded)."""
-    return [
-        k for k, (s, e) in enumerate(offsets) if e > s and any(s < b and e > a for a, b in ranges)
-    ]

@@ -110,14 +110,24 @@ def _piece_spans(window: Window, texts: list[str]) -> list[list[tuple[int, int, 
 def window_texts(text: str, spans: list[tuple[int, int, int | None]], size: int, overlap: int):
     """The text's windows of ``size`` word pieces, ``overlap`` shared between neighbours.
 
+    Each is the original text between its first and last piece (so casing and
+    spacing are the text's own); see :func:`window_ranges`.
+    """
+    return [text[a:b] for a, b in window_ranges(text, spans, size, overlap)]
+
+
+def window_ranges(
+    text: str, spans: list[tuple[int, int, int | None]], size: int, overlap: int
+) -> list[tuple[int, int]]:
+    """The ``(start, end)`` characters of the text's windows (see :func:`window_texts`).
+
     Windows start every ``size - overlap`` pieces, moved back to the start of
-    a word, and the last one ends at the text's last piece; each is the
-    original text between its first and last piece (so casing and spacing are
-    the text's own).
+    a word, and the last one ends at the text's last piece. A text of no more
+    than ``size`` pieces is one window, the whole text.
     """
     n = len(spans)
     if n <= size:
-        return [text]
+        return [(0, len(text))]
     stride = max(1, size - overlap)
     starts = list(range(0, n - size, stride)) + [n - size]
 
@@ -138,7 +148,7 @@ def window_texts(text: str, spans: list[tuple[int, int, int | None]], size: int,
             continue
         previous = start
         stop = min(n, start + size)
-        windows.append(text[spans[start][0] : spans[stop - 1][1]])
+        windows.append((spans[start][0], spans[stop - 1][1]))
     return windows
 
 
@@ -250,15 +260,27 @@ class PooledEmbedding(BaseEmbedding):
             return [False] * len(texts)
         return [bool(w) for w in self._windows_of(texts, keep=False)]
 
-    def _windows_of(self, texts: list[str], keep: bool = True) -> list[list[str] | None]:
-        """Each long text's windows (None for texts within the window).
+    def window_ranges(self, texts: list[str]) -> list[list[tuple[int, int]] | None]:
+        """Each text's windows as ``(start, end)`` characters; None for a text the
+        embedder reads whole (or when nothing is pooled)."""
+        if not self.pooling:
+            return [None] * len(texts)
+        return self._windows_of(texts, ranges=True)
+
+    def pool(self, window_vectors: np.ndarray) -> np.ndarray:
+        """A long text's vector from its windows' vectors, as this wrapper pools them."""
+        return pool_windows(window_vectors, self.head_weight)
+
+    def _windows_of(self, texts: list[str], keep: bool = True, ranges: bool = False) -> list:
+        """Each long text's windows (None for texts within the window): their texts,
+        or with ``ranges`` their ``(start, end)`` characters.
 
         Whether a text is long is remembered by a digest of it, so asking again
         (the cache's key, then the embedding) tokenises a text once.
         """
         window = self._window
         digests = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
-        out: list[list[str] | None] = [None] * len(texts)
+        out: list = [None] * len(texts)
         todo = [
             i
             for i, (t, d) in enumerate(zip(texts, digests, strict=True))
@@ -271,12 +293,14 @@ class PooledEmbedding(BaseEmbedding):
             long = len(text_spans) > window.text_tokens
             if len(self._memo) < _MEMO_SIZE:
                 self._memo[digests[i]] = long
-            if long:
-                out[i] = (
-                    window_texts(texts[i], text_spans, window.text_tokens, self.overlap)
-                    if keep
-                    else [texts[i]]
-                )
+            if not long:
+                continue
+            if ranges:
+                out[i] = window_ranges(texts[i], text_spans, window.text_tokens, self.overlap)
+            elif keep:
+                out[i] = window_texts(texts[i], text_spans, window.text_tokens, self.overlap)
+            else:
+                out[i] = [texts[i]]
         return out
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
@@ -295,11 +319,7 @@ class PooledEmbedding(BaseEmbedding):
                 count = len(windows[i]) - 1
                 pieces = np.vstack([np.asarray(vectors[i], np.float64), others[row : row + count]])
                 row += count
-                norms = np.linalg.norm(pieces, axis=1, keepdims=True)
-                units = pieces / np.where(norms == 0, 1.0, norms)
-                mean = units.T @ _window_weights(len(units), self.head_weight)
-                norm = np.linalg.norm(mean)
-                vectors[i] = (mean / norm if norm else mean).astype(np.float32).tolist()
+                vectors[i] = self.pool(pieces).tolist()
         with self._lock:
             self._counts["texts"] += len(texts)
             self._counts["texts_pooled"] += len(long)
@@ -321,6 +341,16 @@ class PooledEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return await self.inner.aget_query_embedding(query)
+
+
+def pool_windows(window_vectors: np.ndarray, head_weight: float | None) -> np.ndarray:
+    """The normalised weighted mean of a text's windows' unit vectors (opening window first)."""
+    pieces = np.asarray(window_vectors, np.float64)
+    norms = np.linalg.norm(pieces, axis=1, keepdims=True)
+    units = pieces / np.where(norms == 0, 1.0, norms)
+    mean = units.T @ _window_weights(len(units), head_weight)
+    norm = np.linalg.norm(mean)
+    return (mean / norm if norm else mean).astype(np.float32)
 
 
 def _window_weights(count: int, head_weight: float | None) -> np.ndarray:

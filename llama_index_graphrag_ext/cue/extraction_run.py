@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.schema import BaseNode
 
+from ..core.text import ParsePool
+from ..core.text.parallel import TASK_TEXTS
 from .units import KnowledgeUnit
 
 if TYPE_CHECKING:
@@ -47,7 +49,9 @@ class ExtractionRun:
     temporaries' memory resident after they die (``docs/scaling.md``, "Memory").
     Building the index in batches of 256 chunks instead of one took its retained
     memory at 4,000 chunks from 117 to 98 MB (free pymalloc memory held by
-    arenas: 31 to 13 MB). The units do not depend on the batch size.
+    arenas: 31 to 13 MB). The units do not depend on the batch size, nor on the
+    extractor's ``nlp_processes`` (with 2 or more, one :class:`~..core.text.ParsePool`
+    serves every batch).
 
     Made by :meth:`~.extractor.KnowledgeUnitExtractor.start`.
     """
@@ -75,17 +79,25 @@ class ExtractionRun:
         """``(start, units)`` for each batch of ``size`` chunks, ``units[i]`` being chunk ``start + i``'s."""
         if size <= 0:
             raise ValueError(f"batch size must be positive, got {size}")
-        for start in range(0, len(self._nodes), size):
-            end = min(start + size, len(self._nodes))
-            llm_units = {
-                i - start: units for i, units in self._llm_units.items() if start <= i < end
-            }
-            batch = self._extractor._build_units(
-                self._nodes[start:end], self._texts[start:end], llm_units
-            )
-            self._units += sum(len(u) for u in batch)
-            self._units_llm += sum(len(batch[i]) for i in llm_units)
-            yield start, batch
+        processes = self._extractor.nlp_processes
+        # One pool for every batch: its workers start (and load spaCy) once per build.
+        many = processes > 1 and len(self._nodes) - len(self._llm_units) > TASK_TEXTS
+        pool = ParsePool(self._extractor.spacy_model, processes) if many else None
+        try:
+            for start in range(0, len(self._nodes), size):
+                end = min(start + size, len(self._nodes))
+                llm_units = {
+                    i - start: units for i, units in self._llm_units.items() if start <= i < end
+                }
+                batch = self._extractor._build_units(
+                    self._nodes[start:end], self._texts[start:end], llm_units, pool
+                )
+                self._units += sum(len(u) for u in batch)
+                self._units_llm += sum(len(batch[i]) for i in llm_units)
+                yield start, batch
+        finally:
+            if pool is not None:
+                pool.close()
 
     def stats(self) -> dict[str, Any]:
         """The report of :attr:`ExtractionResult.stats` (unit counts: of the batches made so far)."""

@@ -52,7 +52,7 @@ from ..core.llm import (
     reason_of,
     run_sync,
 )
-from ..core.text import DEFAULT_ENTITY_LABELS, count_tokens
+from ..core.text import DEFAULT_ENTITY_LABELS, ParsePool, count_tokens
 from .extraction_run import ExtractionResult, ExtractionRun
 from .llm_units import STEP, Units, allm_units  # noqa: F401 (Units re-exported: its old home)
 from .prompts import UNIT_EXTRACTION_PROMPT
@@ -138,6 +138,14 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         description="With late vectors and an embedder without word pieces: embed separately "
         "(warned, counted) or raise.",
     )
+    nlp_processes: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Processes for spaCy's sentences and NER (2+: a ParsePool, kept for the whole "
+            "build; same units, less time on several cores)."
+        ),
+    )
     repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable JSON.")
     show_progress: bool = Field(default=False, description="Show progress bars.")
     llm: SerializeAsAny[LLM] | None = Field(
@@ -186,7 +194,10 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
 
     def settings(self) -> dict[str, Any]:
         """The JSON-ready settings (what an index stores in its manifest)."""
-        data = self.model_dump(exclude={"llm", "embed_model", "show_progress", "callback_manager"})
+        # Resources (progress bars, processes) do not change what is built: not settings.
+        data = self.model_dump(
+            exclude={"llm", "embed_model", "show_progress", "nlp_processes", "callback_manager"}
+        )
         data.pop("class_name", None)
         return data
 
@@ -300,7 +311,11 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         return ExtractionRun(self, nodes, texts, selected, llm_units, stats, before)
 
     def _build_units(
-        self, nodes: Sequence[BaseNode], texts: Sequence[str], llm_units: dict[int, list[str]]
+        self,
+        nodes: Sequence[BaseNode],
+        texts: Sequence[str],
+        llm_units: dict[int, list[str]],
+        pool: ParsePool | None = None,
     ) -> list[list[KnowledgeUnit]]:
         return build_units(
             nodes,
@@ -311,6 +326,7 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
             min_unit_chars=self.min_unit_chars,
             title_entity=self.title_entity,
             title_key=self.title_key,
+            pool=pool,
         )
 
     # ------------------------------------------------------ TransformComponent

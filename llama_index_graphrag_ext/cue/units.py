@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from llama_index.core.schema import BaseNode
 
 from ..core.text import (
+    ParsePool,
     Entity,
     analyze_batch,
     extract_entities_batch,
@@ -81,6 +82,7 @@ def build_units(
     min_unit_chars: int,
     title_entity: bool,
     title_key: str,
+    pool: ParsePool | None = None,
 ) -> list[list[KnowledgeUnit]]:
     """The units of each chunk: the LLM's where it wrote them, else its sentences; then NER.
 
@@ -93,13 +95,14 @@ def build_units(
         min_unit_chars: Shorter units are dropped.
         title_entity: Link the chunk's title to each of its units as an entity.
         title_key: Metadata key of a chunk's title.
+        pool: Worker processes of the same pipeline for the sentence path (None: here).
     """
     nlp = load_spacy(spacy_model)
     labels = None if entity_labels is None else set(entity_labels)
     out: list[list[KnowledgeUnit]] = [[] for _ in texts]
     # NLP path (Alg. 1, line 10): sentences and their entities in one spaCy pass.
     sentence_idx = [i for i in range(len(texts)) if i not in llm_units]
-    analyses = analyze_batch([texts[i] for i in sentence_idx], nlp, labels=labels)
+    analyses = analyze_batch([texts[i] for i in sentence_idx], nlp, labels=labels, pool=pool)
     for i, analysis in zip(sentence_idx, analyses, strict=True):
         for sent, ents in zip(analysis.sentences, analysis.sentence_entities, strict=True):
             out[i].append(KnowledgeUnit(" ".join(sent.split()), "sentence", _entities(ents)))

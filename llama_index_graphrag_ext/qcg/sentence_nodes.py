@@ -219,6 +219,6 @@ class SentenceQueryGenerator(QueryNodeGenerator):
             )
             stats["late_unavailable"] = stats.get("late_unavailable", 0) + len(chunks)
             return None, None
-        for key in ("texts_over_window", "spans_alone"):
+        for key in ("texts_windowed", "texts_over_window", "spans_alone"):
             stats[f"late_{key}"] = stats.get(f"late_{key}", 0) + result.stats[key]
         return np.vstack(result.span_vectors), result.text_vectors

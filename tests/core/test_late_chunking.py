@@ -45,22 +45,55 @@ def test_the_text_vector_is_the_model_s_own_and_spans_pool_their_word_pieces(min
     assert 0.6 < float(out.span_vectors[0][0] @ alone) < 0.999
     question = np.asarray(minilm.get_query_embedding("Who won the chemistry prize in 1911?"))
     assert question @ out.span_vectors[0][1] > question @ out.span_vectors[0][0]
-    assert out.stats == {"texts": 2, "spans": 2, "texts_over_window": 0, "spans_alone": 0}
+    assert out.stats == {
+        "texts": 2,
+        "spans": 2,
+        "texts_windowed": 0,
+        "texts_over_window": 0,
+        "spans_alone": 0,
+    }
 
 
-def test_spans_past_the_window_and_empty_spans_are_embedded_alone(minilm):
-    filler = " ".join(f"word{i} filler text." for i in range(200))  # far past 256 pieces
-    text = f"Opening sentence about rivers. {filler} Closing sentence about bridges."
-    first = _span(text, "Opening sentence about rivers.")
-    last = _span(text, "Closing sentence about bridges.")
+LONG = "Opening sentence about rivers. {} Closing sentence about bridges.".format(
+    " ".join(f"word{i} filler text." for i in range(200))  # far past 256 pieces
+)
+
+
+def test_a_long_text_is_read_window_by_window_as_the_pooling_wrapper_reads_it(minilm):
+    first = _span(LONG, "Opening sentence about rivers.")
+    last = _span(LONG, "Closing sentence about bridges.")
+    across = (first[0], last[1])  # no window holds the whole text
     out = embed_spans(
-        minilm, [text], [[[first], [last], [(0, 0)]]], [["first", "Closing alone", "empty"]]
+        minilm,
+        [LONG],
+        [[[first], [last], [across], [(0, 0)]]],
+        [["first", "Closing alone", "across alone", "empty"]],
     )
-    assert out.stats["texts_over_window"] == 1 and out.stats["spans_alone"] == 2
-    expected = np.asarray(minilm.get_text_embedding_batch(["Closing alone", "empty"]))
+    assert out.stats["texts_windowed"] == 1 and out.stats["texts_over_window"] == 0
+    # Only the span with no word piece is embedded alone; the closing sentence,
+    # far past the first window, is read in the last one.
+    assert out.stats["spans_alone"] == 1
+    assert np.allclose(out.span_vectors[0][3], minilm.get_text_embedding_batch(["empty"])[0])
+    closing = np.asarray(minilm.get_text_embedding_batch([LONG[last[0] : last[1]]]))[0]
+    assert 0.6 < float(out.span_vectors[0][1] @ closing) < 0.999
+    assert not np.allclose(out.span_vectors[0][1], out.span_vectors[0][2], atol=1e-3)
+    # The text vector is the one the pooling wrapper makes from the same windows.
+    assert np.allclose(out.text_vectors[0], minilm.get_text_embedding_batch([LONG])[0], atol=1e-5)
+
+
+def test_without_pooling_spans_past_the_window_and_empty_spans_are_embedded_alone(minilm):
+    plain = minilm.inner  # the HuggingFaceEmbedding under the pooling wrapper
+    first = _span(LONG, "Opening sentence about rivers.")
+    last = _span(LONG, "Closing sentence about bridges.")
+    out = embed_spans(
+        plain, [LONG], [[[first], [last], [(0, 0)]]], [["first", "Closing alone", "empty"]]
+    )
+    assert out.stats["texts_over_window"] == 1 and out.stats["texts_windowed"] == 0
+    assert out.stats["spans_alone"] == 2
+    expected = np.asarray(plain.get_text_embedding_batch(["Closing alone", "empty"]))
     assert np.allclose(out.span_vectors[0][1:], expected, atol=1e-5)
-    # The long text's vector comes from the embedder's normal path (pooled windows).
-    assert np.allclose(out.text_vectors[0], minilm.get_text_embedding_batch([text])[0], atol=1e-5)
+    # The text vector is what the model reads of it: the window it truncates to.
+    assert np.allclose(out.text_vectors[0], plain.get_text_embedding_batch([LONG])[0], atol=1e-5)
 
 
 def test_the_model_is_found_through_the_cache_wrapper(minilm, tmp_path):

@@ -9,6 +9,7 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, NodeRelationship
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.core.text import ParsePool
 from llama_index_graphrag_ext.cue.extractor import KnowledgeUnitExtractor, unit_id
 from llama_index_graphrag_ext.testing import ScriptedLLM
 
@@ -54,6 +55,28 @@ def test_alpha_zero_needs_no_llm_and_splits_sentences(monkeypatch):
     keys = {e.key for e in born.entities}
     assert {"chingford", "steve hillage"} <= keys  # NER + the chunk title entity
     assert all(u.source == "sentence" for us in result.units for u in us)
+
+
+def test_worker_processes_make_the_same_units_and_are_not_a_setting(monkeypatch):
+    many = chunks() * 20  # more chunks than one worker task
+    spawned = []
+    original = ParsePool.__init__
+
+    def counting(self, *args, **kwargs):
+        spawned.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ParsePool, "__init__", counting)
+    parallel = KnowledgeUnitExtractor(nlp_processes=2)
+    pooled = parallel.extract(many)
+    alone = KnowledgeUnitExtractor().extract(many)
+    assert len(spawned) == 1  # one pool for the whole extraction
+    assert [[(u.text, u.entities) for u in us] for us in pooled.units] == [
+        [(u.text, u.entities) for u in us] for us in alone.units
+    ]
+    # A resource, not part of what is built: indexes persist the same settings.
+    assert "nlp_processes" not in parallel.settings()
+    assert parallel.settings() == KnowledgeUnitExtractor().settings()
 
 
 def test_alpha_one_sends_every_chunk_to_the_llm_and_parses_units():

@@ -249,6 +249,31 @@ def test_late_unit_and_entity_vectors_are_pooled_from_the_chunk_pass(minilm):
     assert "chingford" in ranked(late)[:3]
 
 
+def test_a_long_chunk_s_later_units_are_pooled_from_its_later_windows(minilm):
+    filler = " ".join(f"Clause {i} of the charter names no one in particular." for i in range(40))
+    text = f"{filler} The Velden Charter was signed by Mira Holt in Graz."
+    docs = [Document(id_="charter", text=text, metadata={"title": "Velden Charter"})]
+    late = MultiPartiteIndex.from_documents(
+        docs,
+        embed_model=minilm,
+        transformations=[PassageParser()],
+        unit_vectors="late",
+        entity_vectors="late",
+    )
+    separate = MultiPartiteIndex.from_documents(
+        docs, embed_model=minilm, transformations=[PassageParser()]
+    )
+    # Read window by window: nothing past the first window is embedded alone, and
+    # the chunk's vector is the pooled one the normal path gives.
+    assert late.build_stats["late_chunks_windowed"] == 1
+    assert late.build_stats["late_spans_alone"] == 0
+    assert np.allclose(late._chunks.matrix, separate._chunks.matrix, atol=1e-5)
+    texts = list(late._layers.unit_texts)
+    assert texts == list(separate._layers.unit_texts)
+    row = next(i for i, t in enumerate(texts) if "Mira Holt" in t)
+    assert 0.5 < float(late._units.matrix[row] @ separate._units.matrix[row]) < 0.9999
+
+
 def test_late_vectors_with_a_hash_embedder_warn_and_embed_separately(bow_embed, caplog):
     index = MultiPartiteIndex.from_documents(
         DOCS, embed_model=bow_embed, transformations=[PassageParser()], unit_vectors="late"

@@ -5,6 +5,7 @@
 | :mod:`.spacy` | spaCy loading with fallbacks, `parsing` (one parse at a time, memory zones), sentences, long texts |
 | :mod:`.entities` | entity mentions, label sets, `normalize_entity` (the merge key) |
 | :mod:`.analysis` | sentences and entities in one pass (`analyze_batch`), parses shared between indexes |
+| :mod:`.parallel` | `ParsePool`: the same analyses in worker processes kept across batches |
 | :mod:`.tokens` | lexical tokens (`tokenize`) and LLM tokens (`count_tokens`, `truncate_tokens`) |
 | :mod:`.bm25` | Okapi BM25 on sparse matrices |
 | :mod:`.bleu` | BLEU and leave-one-out corpus BLEU (CUE-RAG's chunk value) |
@@ -25,6 +26,7 @@ from .analysis import (
     shared_parses,
 )
 from .bleu import CorpusNgramIndex, bleu
+from .parallel import ParsePool
 from .bm25 import BM25
 from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
 from .spacy import (
@@ -51,6 +53,7 @@ __all__ = [
     "CorpusNgramIndex",
     "Entity",
     "ParseCache",
+    "ParsePool",
     "SpacyModelNotFoundError",
     "analyze_batch",
     "bleu",

@@ -8,12 +8,16 @@ import contextvars
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from .entities import Entity
 from .spacy import _check_texts, _iter_docs, _resolve, parsing
+
+if TYPE_CHECKING:
+    from .parallel import ParsePool
 
 
 def extract_entities(
@@ -87,6 +91,7 @@ def analyze_batch(
     labels: Collection[str] | None = None,
     batch_size: int = 64,
     n_process: int = 1,
+    pool: ParsePool | None = None,
 ) -> list[Analysis]:
     """Split texts into sentences and extract their entities in one spaCy pass.
 
@@ -100,6 +105,8 @@ def analyze_batch(
         labels: Keep only these entity labels; all when ``None``.
         batch_size: Texts buffered per spaCy batch.
         n_process: Worker processes for `nlp.pipe` (``-1``: one per CPU).
+        pool: Analyse in these worker processes instead (a `ParsePool` of the same
+            pipeline, kept across calls); ``nlp`` then only keys the parse cache.
 
     Returns:
         One `Analysis` per text, in input order (empty for blank texts).
@@ -108,7 +115,11 @@ def analyze_batch(
     nlp = _resolve(nlp)
     cache = _PARSE_CACHE.get()
     if cache is not None:
-        return cache.analyze(texts, nlp, labels, batch_size=batch_size, n_process=n_process)
+        return cache.analyze(
+            texts, nlp, labels, batch_size=batch_size, n_process=n_process, pool=pool
+        )
+    if pool is not None:
+        return pool.analyze(texts, labels)
     return _analyze_uncached(texts, nlp, labels, batch_size=batch_size, n_process=n_process)
 
 
@@ -211,19 +222,20 @@ class ParseCache:
         *,
         batch_size: int = 64,
         n_process: int = 1,
+        pool: ParsePool | None = None,
     ) -> list[Analysis]:
         """Like `analyze_batch`, analysing only the texts not seen before with this pipeline."""
         pipeline = _pipeline_key(nlp)
         with self._lock:
             found = [self._entries.get((pipeline, t)) for t in texts]
         todo = list(dict.fromkeys(t for t, a in zip(texts, found, strict=True) if a is None))
-        fresh = dict(
-            zip(
-                todo,
-                _analyze_uncached(todo, nlp, None, batch_size=batch_size, n_process=n_process),
-                strict=True,
+        if pool is not None:
+            analysed = pool.analyze(todo, None)
+        else:
+            analysed = _analyze_uncached(
+                todo, nlp, None, batch_size=batch_size, n_process=n_process
             )
-        )
+        fresh = dict(zip(todo, analysed, strict=True))
         with self._lock:
             for text, analysis in fresh.items():
                 self._entries[(pipeline, text)] = analysis

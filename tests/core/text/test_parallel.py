@@ -1,0 +1,59 @@
+"""spaCy analyses in worker processes kept across calls (core/text/parallel.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llama_index_graphrag_ext.core.text import (
+    ParsePool,
+    analyze_batch,
+    has_ner,
+    load_spacy,
+    shared_parses,
+)
+from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS, available_processes
+
+TEXTS = [
+    "Marie Curie was born in Warsaw. She moved to Paris in 1891.",
+    "",
+    "The Danube flows through Vienna and Budapest.\n\nIt ends in the Black Sea.",
+    "Ada Lovelace worked with Charles Babbage in London.",
+] * (TASK_TEXTS // 2)  # several tasks per worker
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    pipeline = load_spacy()
+    if not has_ner(pipeline):
+        pytest.skip("no spaCy English model with NER installed")
+    return pipeline
+
+
+def test_the_pool_gives_the_analyses_of_one_process_in_order(nlp):
+    labels = {"PERSON", "GPE"}
+    with ParsePool(None, 2) as pool:
+        pooled = analyze_batch(TEXTS, nlp, labels=labels, pool=pool)
+        # The same workers serve a second call.
+        again = analyze_batch(TEXTS[:3], nlp, pool=pool)
+    assert pooled == analyze_batch(TEXTS, nlp, labels=labels)
+    assert again == analyze_batch(TEXTS[:3], nlp)
+    assert [e.text for e in pooled[0].entities] == ["Marie Curie", "Warsaw", "Paris"]
+    assert pooled[1].sentences == []
+
+
+def test_the_pool_fills_the_shared_parse_cache(nlp):
+    with ParsePool(None, 2) as pool, shared_parses() as parses:
+        first = analyze_batch(TEXTS, nlp, pool=pool)
+        second = analyze_batch(TEXTS, nlp, labels={"GPE"})  # no pool: all from the cache
+    assert parses.misses == len(set(TEXTS)) and parses.hits == len(TEXTS) * 2 - len(set(TEXTS))
+    assert [e.text for e in second[0].entities] == ["Warsaw", "Paris"]
+    assert first[0].sentences == second[0].sentences
+
+
+def test_one_process_is_not_a_pool_and_a_missing_model_fails_before_any_worker():
+    with pytest.raises(ValueError, match="at least 2"):
+        ParsePool(None, 1)
+    with pytest.raises(OSError, match="pip install"):
+        ParsePool("no_such_spacy_model_xyz", 2)
+    assert 1 <= available_processes() <= 4
+    assert available_processes(cap=1) == 1
