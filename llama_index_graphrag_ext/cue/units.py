@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from llama_index.core.schema import BaseNode
 
 from ..core.text import (
-    ParsePool,
     Entity,
+    ParsePool,
     analyze_batch,
     extract_entities_batch,
     load_spacy,

@@ -206,7 +206,9 @@ def _check_prior(prior: float | str) -> float | str:
     """``cosine_prior`` validated: a weight >= 0 or ``"standardized"``."""
     if isinstance(prior, str):
         if prior != STANDARDIZED:
-            raise ValueError(f"cosine_prior must be a number >= 0 or {STANDARDIZED!r}, got {prior!r}")
+            raise ValueError(
+                f"cosine_prior must be a number >= 0 or {STANDARDIZED!r}, got {prior!r}"
+            )
         return prior
     if prior < 0:
         raise ValueError("cosine_prior must be >= 0")

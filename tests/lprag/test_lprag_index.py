@@ -226,7 +226,9 @@ def test_standardized_prior_weighs_predictor_and_cosine_equally(index):
     ev = hits[0].metadata["evidence"]
     # The link probability stays the predictor's own; the node score orders the results.
     assert ev["cosine_prior"] == "standardized"
-    assert ev["link_probability"] == pytest.approx(1 / (1 + np.exp(-phi[ids.index(expected[0])])), abs=1e-5)
+    assert ev["link_probability"] == pytest.approx(
+        1 / (1 + np.exp(-phi[ids.index(expected[0])])), abs=1e-5
+    )
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     # The threshold tests the predictor's link probability, not the fused score.
     probs = 1 / (1 + np.exp(-phi))
@@ -245,7 +247,9 @@ def test_standardize_is_scale_free_and_safe_on_constants():
 
     x = np.array([1.0, 3.0, 2.0, 6.0])
     assert standardize(10 * x + 7) == pytest.approx(standardize(x))
-    assert standardize(x).mean() == pytest.approx(0.0) and standardize(x).std() == pytest.approx(1.0)
+    assert standardize(x).mean() == pytest.approx(0.0) and standardize(x).std() == pytest.approx(
+        1.0
+    )
     assert standardize(np.full(3, 4.2)).tolist() == [0.0, 0.0, 0.0]
 
 

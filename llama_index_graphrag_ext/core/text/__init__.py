@@ -26,9 +26,9 @@ from .analysis import (
     shared_parses,
 )
 from .bleu import CorpusNgramIndex, bleu
-from .parallel import ParsePool
 from .bm25 import BM25
 from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
+from .parallel import ParsePool
 from .spacy import (
     DEFAULT_SPACY_MODELS,
     MAX_CHUNK_CHARS,
