@@ -27,6 +27,8 @@ def test_titles_preset_fuses_standardized_scores_and_a_weight_overrides_it():
 
     _, opts = REGISTRY.resolve("lprag-pseudo-titles")
     assert _prior(BenchContext(embed_model=None, top_k=5, options=opts)) == "standardized"
+    _, opts = REGISTRY.resolve("lprag-pseudo-titles-tuned-musique")
+    assert _prior(BenchContext(embed_model=None, top_k=5, options=opts)) == "standardized"
     _, opts = REGISTRY.resolve("lprag-pseudo-titles-prior2")
     assert _prior(BenchContext(embed_model=None, top_k=5, options=opts)) == 2.0
     _, opts = REGISTRY.resolve("lprag-pseudo")
