@@ -224,17 +224,19 @@ def test_bad_arguments_and_empty_queries(index):
         index.as_retriever(reranker=object())
 
 
+def _late_and_separate(docs, embed_model):
+    """The same documents indexed with one-pass and with separate unit and entity vectors."""
+
+    def build(**vectors):
+        return MultiPartiteIndex.from_documents(
+            docs, embed_model=embed_model, transformations=[PassageParser()], **vectors
+        )
+
+    return build(unit_vectors="late", entity_vectors="late"), build()
+
+
 def test_late_unit_and_entity_vectors_are_pooled_from_the_chunk_pass(minilm):
-    late = MultiPartiteIndex.from_documents(
-        DOCS,
-        embed_model=minilm,
-        transformations=[PassageParser()],
-        unit_vectors="late",
-        entity_vectors="late",
-    )
-    separate = MultiPartiteIndex.from_documents(
-        DOCS, embed_model=minilm, transformations=[PassageParser()]
-    )
+    late, separate = _late_and_separate(DOCS, minilm)
     assert late.config()["unit_vectors"] == "late"
     # Every sentence unit and every entity was found in its chunk: nothing embedded alone.
     assert late.build_stats["late_spans_alone"] == 0
@@ -253,16 +255,7 @@ def test_a_long_chunk_s_later_units_are_pooled_from_its_later_windows(minilm):
     filler = " ".join(f"Clause {i} of the charter names no one in particular." for i in range(40))
     text = f"{filler} The Velden Charter was signed by Mira Holt in Graz."
     docs = [Document(id_="charter", text=text, metadata={"title": "Velden Charter"})]
-    late = MultiPartiteIndex.from_documents(
-        docs,
-        embed_model=minilm,
-        transformations=[PassageParser()],
-        unit_vectors="late",
-        entity_vectors="late",
-    )
-    separate = MultiPartiteIndex.from_documents(
-        docs, embed_model=minilm, transformations=[PassageParser()]
-    )
+    late, separate = _late_and_separate(docs, minilm)
     # Read window by window: nothing past the first window is embedded alone, and
     # the chunk's vector is the pooled one the normal path gives.
     assert late.build_stats["late_chunks_windowed"] == 1

@@ -7,8 +7,6 @@ import pytest
 from llama_index_graphrag_ext.core.text import (
     ParsePool,
     analyze_batch,
-    has_ner,
-    load_spacy,
     shared_parses,
 )
 from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS, available_processes
@@ -19,14 +17,6 @@ TEXTS = [
     "The Danube flows through Vienna and Budapest.\n\nIt ends in the Black Sea.",
     "Ada Lovelace worked with Charles Babbage in London.",
 ] * (TASK_TEXTS // 2)  # several tasks per worker
-
-
-@pytest.fixture(scope="module")
-def nlp():
-    pipeline = load_spacy()
-    if not has_ner(pipeline):
-        pytest.skip("no spaCy English model with NER installed")
-    return pipeline
 
 
 def test_the_pool_gives_the_analyses_of_one_process_in_order(nlp):

@@ -29,15 +29,6 @@ from llama_index_graphrag_ext.core.text import spacy as spacy_mod
 CURIE = "Marie Curie was born in Warsaw. She moved to Paris in 1891."
 
 
-@pytest.fixture(scope="module")
-def nlp():
-    """The default pipeline, loaded once; skips NER tests where no model is installed."""
-    pipeline = load_spacy()
-    if not has_ner(pipeline):
-        pytest.skip("no spaCy English model with NER installed")
-    return pipeline
-
-
 @pytest.fixture
 def blank():
     pipeline = spacy.blank("en")
