@@ -256,31 +256,20 @@ class PooledEmbedding(BaseEmbedding):
 
     def pooled(self, texts: list[str]) -> list[bool]:
         """For each text, whether it is embedded as a pool of windows."""
-        if not self.pooling:
-            return [False] * len(texts)
-        return [bool(w) for w in self._windows_of(texts, keep=False)]
+        return [bool(r) for r in self.window_ranges(texts)]
 
     def window_ranges(self, texts: list[str]) -> list[list[tuple[int, int]] | None]:
-        """Each text's windows as ``(start, end)`` characters; None for a text the
-        embedder reads whole (or when nothing is pooled)."""
-        if not self.pooling:
-            return [None] * len(texts)
-        return self._windows_of(texts, ranges=True)
-
-    def pool(self, window_vectors: np.ndarray) -> np.ndarray:
-        """A long text's vector from its windows' vectors, as this wrapper pools them."""
-        return pool_windows(window_vectors, self.head_weight)
-
-    def _windows_of(self, texts: list[str], keep: bool = True, ranges: bool = False) -> list:
-        """Each long text's windows (None for texts within the window): their texts,
-        or with ``ranges`` their ``(start, end)`` characters.
+        """Each long text's windows as ``(start, end)`` characters; None for a text
+        the embedder reads whole (or when nothing is pooled).
 
         Whether a text is long is remembered by a digest of it, so asking again
         (the cache's key, then the embedding) tokenises a text once.
         """
+        out: list[list[tuple[int, int]] | None] = [None] * len(texts)
+        if not self.pooling:
+            return out
         window = self._window
         digests = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
-        out: list = [None] * len(texts)
         todo = [
             i
             for i, (t, d) in enumerate(zip(texts, digests, strict=True))
@@ -293,18 +282,19 @@ class PooledEmbedding(BaseEmbedding):
             long = len(text_spans) > window.text_tokens
             if len(self._memo) < _MEMO_SIZE:
                 self._memo[digests[i]] = long
-            if not long:
-                continue
-            if ranges:
+            if long:
                 out[i] = window_ranges(texts[i], text_spans, window.text_tokens, self.overlap)
-            elif keep:
-                out[i] = window_texts(texts[i], text_spans, window.text_tokens, self.overlap)
-            else:
-                out[i] = [texts[i]]
         return out
 
+    def pool(self, window_vectors: np.ndarray) -> np.ndarray:
+        """A long text's vector from its windows' vectors, as this wrapper pools them."""
+        return pool_windows(window_vectors, self.head_weight)
+
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        windows = self._windows_of(texts) if self.pooling else [None] * len(texts)
+        windows = [
+            [text[a:b] for a, b in ranges] if ranges else None
+            for text, ranges in zip(texts, self.window_ranges(texts), strict=True)
+        ]
         # The batch goes to the inner embedder as it came, a long text replaced
         # by its first window (what the model would have read of it anyway), so
         # texts within the window get exactly the inner embedder's vectors.
