@@ -52,6 +52,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         methods=[m.strip() for m in args.methods.split(",") if m.strip()],
         limit=args.limit,
         max_passages=args.max_passages,
+        no_titles=args.no_titles,
         answer=args.answer,
         top_k=args.top_k,
         options=_parse_sets(args.set),
@@ -275,6 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=int, help="first N questions only")
     bench.add_argument(
         "--max-passages", type=int, help="corpus sample: gold passages plus others up to M"
+    )
+    bench.add_argument(
+        "--no-titles",
+        action="store_true",
+        help="drop every passage's title (a corpus whose passages nobody names)",
     )
     bench.add_argument("--answer", action="store_true", help="also answer (EM, F1, Acc)")
     bench.add_argument("--top-k", type=int, default=10, help="passages retrieved per question")

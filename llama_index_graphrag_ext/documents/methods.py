@@ -191,14 +191,9 @@ def build(
         )
     if family == "chainrag":
         from ..chainrag.index import SentenceGraphIndex
+        from ..eval.methods.chainrag import index_options as chainrag_options
 
-        return SentenceGraphIndex(
-            nodes,
-            alpha=ctx.option("alpha", 0.6),
-            m=ctx.option("m", 10),
-            window=ctx.option("window", 3),
-            **common,
-        )
+        return SentenceGraphIndex(nodes, **chainrag_options(ctx), **common)
     if family == "fgrag":
         from ..fgrag.extract import CooccurrenceExtractor
         from ..fgrag.index import FGRAGIndex

@@ -83,6 +83,16 @@ class Benchmark:
             passages = [p for p in passages if p.id in keep]
         return Benchmark(self.name, list(passages), questions, dict(self.meta))
 
+    def without_titles(self) -> Benchmark:
+        """The same set with every passage's title dropped (``<name>-no-titles``).
+
+        What a corpus whose passages carry no title, or titles nobody names (chat
+        sessions, tickets), looks like to the methods that read titles: the text
+        loses its title line and the metadata its ``title``. Gold ids are unchanged.
+        """
+        passages = [Passage(p.id, "", p.text) for p in self.passages]
+        return Benchmark(f"{self.name}-no-titles", passages, list(self.questions), dict(self.meta))
+
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []

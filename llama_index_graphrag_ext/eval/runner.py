@@ -101,6 +101,7 @@ class RunConfig:
     methods: list[str]
     limit: int | None = None
     max_passages: int | None = None
+    no_titles: bool = False
     answer: bool = False
     top_k: int = 10
     options: dict[str, str] = field(default_factory=dict)
@@ -256,6 +257,8 @@ def _run(
 ) -> dict[str, Any]:
     full = load_benchmark(config.data)
     bench: Benchmark = full.subset(config.limit, config.max_passages)
+    if config.no_titles:
+        bench = bench.without_titles()
     specs = [(name, *registry.resolve(name)) for name in config.methods]  # fail fast on typos
 
     load_start = time.perf_counter()
@@ -285,6 +288,7 @@ def _run(
             "corpus_passages": len(full.passages),
             "corpus_questions": len(full.questions),
             "sampled": len(bench.passages) < len(full.passages),
+            "titles_dropped": config.no_titles,
             "top_k": config.top_k,
             "answer": config.answer,
             "options": config.options,

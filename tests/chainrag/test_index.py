@@ -172,3 +172,37 @@ def test_delete_and_reload_give_the_fresh_index(index, bow_embed, tmp_path):
     assert rows[0] == [first.text, first.chunk_id, first.position, list(first.entities)]
     loaded = SentenceGraphIndex.load(tmp_path / "idx", embed_model=bow_embed)
     _same_graph(loaded.sentence_graph, fresh.sentence_graph)
+
+
+def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, monkeypatch):
+    from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS, ParsePool
+
+    # Distinct texts (the parse cache would answer repeats), more than one worker task.
+    docs = [
+        Document(id_=f"{d.id_}-{i}", text=f"{d.text} Copy {i} was read.", metadata=d.metadata)
+        for i in range(TASK_TEXTS // len(DOCS) + 2)
+        for d in DOCS
+    ]
+    spawned = []
+    original = ParsePool.__init__
+
+    def counting(self, *args, **kwargs):
+        spawned.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ParsePool, "__init__", counting)
+    build = dict(embed_model=bow_embed, transformations=[PassageParser()])
+    pooled = SentenceGraphIndex.from_documents(docs, nlp_processes=2, **build)
+    alone = SentenceGraphIndex.from_documents(docs, **build)
+    assert len(spawned) == 1  # one pool for the whole build
+    one, two = pooled.sentence_graph, alone.sentence_graph
+    assert [(r.text, r.chunk_id, r.entities) for r in one.records] == [
+        (r.text, r.chunk_id, r.entities) for r in two.records
+    ]
+    assert {k: one.num_edges(k) for k in ("SS", "SA", "EC")} == {
+        k: two.num_edges(k) for k in ("SS", "SA", "EC")
+    }
+    # A resource, not part of what is built: the persisted settings are the same.
+    assert pooled.config() == alone.config() and "nlp_processes" not in pooled.config()
+    with pytest.raises(ValueError, match="nlp_processes"):
+        SentenceGraphIndex.from_documents(DOCS, nlp_processes=0, **build)

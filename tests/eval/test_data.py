@@ -34,6 +34,14 @@ def test_subset_keeps_gold_passages(tmp_path):
     assert {p.id for p in small.passages} == {"p4", "p5", "p0"}
 
 
+def test_without_titles_drops_the_title_line_and_field_and_keeps_gold(tmp_path):
+    bench = load_benchmark(_write(tmp_path / "b", CORPUS, QUESTIONS)).without_titles()
+    assert bench.name == "b-no-titles"
+    doc = bench.documents()[1]
+    assert doc.text == "text 1" and not doc.metadata.get("title")
+    assert [q.gold_ids for q in bench.questions] == [("p4", "p5"), ("p0",)]
+
+
 def test_bad_folders_give_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="benchmark folder"):
         load_benchmark(tmp_path)

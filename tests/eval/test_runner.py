@@ -100,6 +100,24 @@ def test_runner_report_shape_and_llm_accounting(musique_slice, settings_embed, m
     assert "| scripted-bm25 | llm |" in table and "EM" in table
 
 
+def test_runner_can_drop_titles_and_says_so(musique_slice, settings_embed):
+    seen = []
+
+    def titles(documents, ctx):
+        seen.extend(d.metadata.get("title") for d in documents)
+        return BenchSystem(BM25Retriever.from_documents(documents))
+
+    registry = MethodRegistry()
+    registry.register(MethodSpec("titles", "llm-free", titles))
+    config = RunConfig(
+        data=str(musique_slice), methods=["titles"], no_titles=True, show_progress=False
+    )
+    report = run_benchmark(config, registry)
+    assert not any(seen) and len(seen) == 60
+    assert report["bench"] == f"{musique_slice.name}-no-titles"
+    assert report["run"]["titles_dropped"] is True
+
+
 def test_runner_records_a_failing_method_and_goes_on(musique_slice, settings_embed):
     registry = MethodRegistry()
 

@@ -125,7 +125,7 @@ def test_titles_preset_name_sets_the_title_link_settings(bow_embed):
     assert base["knn_edges"] is True and base["bridges"] is False and base["query_neighbors"] == 10
 
 
-def test_no_title_link_falls_back_to_the_paper_s_knn_graph_loudly(bow_embed, caplog):
+def test_no_title_link_can_fall_back_to_the_paper_s_knn_graph_loudly(bow_embed, caplog):
     # Titles that no other passage names (chat sessions, say): the title graph is empty.
     docs = [
         Document(
@@ -138,7 +138,7 @@ def test_no_title_link_falls_back_to_the_paper_s_knn_graph_loudly(bow_embed, cap
         embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
         bridges=True, knn_edges=False, **SMALL,
     )  # fmt: skip
-    index = ChunkQueryLinkIndex.from_documents(docs, **settings)
+    index = ChunkQueryLinkIndex.from_documents(docs, on_no_title_links="knn", **settings)
     assert index.build_stats["bridge_edges"] == 0
     assert index.build_stats["graph_fallback"] == "mutual-kNN edges: no title links"
     assert len(index._edges[0]) > 0 and "no chunk names another chunk's title" in caplog.text
@@ -148,3 +148,30 @@ def test_no_title_link_falls_back_to_the_paper_s_knn_graph_loudly(bow_embed, cap
     # Where titles are named, nothing falls back.
     linked = ChunkQueryLinkIndex.from_documents(DOCS, **settings)
     assert "graph_fallback" not in linked.build_stats
+
+
+def test_no_title_link_leaves_the_chunk_graph_without_edges_by_default(bow_embed, caplog, tmp_path):
+    docs = [
+        Document(
+            text=f"Session {i}\nWe talked about topic {i} and tea number {i}.",
+            metadata={"title": f"Session {i}"},
+        )
+        for i in range(8)
+    ]
+    index = ChunkQueryLinkIndex.from_documents(
+        docs, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        bridges=True, knn_edges=False, **SMALL,
+    )  # fmt: skip
+    assert len(index._edges[0]) == 0
+    assert index.build_stats["graph_fallback"] == "no edges: no title links"
+    assert "the chunk graph has no edge" in caplog.text
+    # The predictor still trains on the query-chunk links and ranks every chunk.
+    hits = index.as_retriever(similarity_top_k=3).retrieve("tea number 5")
+    assert len(hits) == 3 and "number 5." in hits[0].node.get_content()
+    # The fallback is persisted with the index and its setting comes back on load.
+    index.persist(tmp_path / "lp")
+    loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
+    assert loaded.build_stats["graph_fallback"] == "no edges: no title links"
+    assert loaded.config()["on_no_title_links"] == "none"
+    with pytest.raises(ValueError, match="on_no_title_links"):
+        ChunkQueryLinkIndex.from_documents(docs, embed_model=bow_embed, on_no_title_links="drop")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from llama_index.core.schema import Document
 
@@ -11,7 +12,23 @@ from ...chainrag.retriever import DEFAULT_EDGE_WEIGHTS
 from ...chainrag.sentence_graph import EDGE_KINDS
 from ...core.llm.cache import LLMCache
 from ...core.nodes import PassageParser, dedupe_by_source
+from ...core.text.parallel import available_processes
 from ..registry import BenchContext, BenchSystem, register_method
+
+
+def index_options(ctx: BenchContext) -> dict[str, Any]:
+    """The index settings and their ``--set`` options (runner and CLI alike)."""
+    return {
+        "alpha": ctx.option("alpha", 0.6),
+        "m": ctx.option("m", 10),
+        "window": ctx.option("window", 3),
+        "key_importance": ctx.option("key_importance", "idf"),
+        "key_cut": ctx.option("key_cut", "global"),
+        "max_df": ctx.option("max_df", 20),
+        "keep_rarest": ctx.option("keep_rarest", True),
+        # spaCy in worker processes: the same graph, built faster on several cores.
+        "nlp_processes": ctx.option("nlp_processes", available_processes()),
+    }
 
 
 def _index(documents: Sequence[Document], ctx: BenchContext) -> SentenceGraphIndex:
@@ -20,13 +37,7 @@ def _index(documents: Sequence[Document], ctx: BenchContext) -> SentenceGraphInd
         embed_model=ctx.embed_model,
         transformations=[PassageParser()],
         show_progress=ctx.show_progress,
-        alpha=ctx.option("alpha", 0.6),
-        m=ctx.option("m", 10),
-        window=ctx.option("window", 3),
-        key_importance=ctx.option("key_importance", "idf"),
-        key_cut=ctx.option("key_cut", "global"),
-        max_df=ctx.option("max_df", 20),
-        keep_rarest=ctx.option("keep_rarest", True),
+        **index_options(ctx),
     )
 
 
@@ -53,7 +64,8 @@ def build_retriever(documents: Sequence[Document], ctx: BenchContext) -> BenchSy
     """One setting for both dev sets (chosen on 2wiki-101, verified on musique-100).
 
     Options (``--set``): the index's ``alpha``, ``m``, ``window``,
-    ``key_importance``, ``key_cut``, ``max_df``, ``keep_rarest``; the
+    ``key_importance``, ``key_cut``, ``max_df``, ``keep_rarest``,
+    ``nlp_processes`` (spaCy worker processes; default: the CPUs, at most 4); the
     retriever's ``seed_k``, ``candidate_k``, ``hops``, ``word_budget``,
     ``rank`` (``one`` / ``graph``), ``neighbor_score`` (``propagate`` /
     ``question``) and ``w_ec`` / ``w_ss`` / ``w_sa`` (edge weights).

@@ -14,7 +14,8 @@ Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`llama_index_graphrag_ext.lprag.bridges`) and
 ``knn`` (``false``: messages pass along title links only), ``mask`` (bridge
 queries without the mentioned title), ``per_chunk`` (bridge queries per chunk),
-``prior`` (the retriever's ``cosine_prior``: a weight, or ``std`` for the
+``no_title_links`` (``none`` / ``knn`` / ``raise``: the index's
+``on_no_title_links``), ``prior`` (the retriever's ``cosine_prior``: a weight, or ``std`` for the
 parameter-free ``"standardized"`` fusion) and ``candidates`` (the retriever's
 ``max_candidates``; 0 scores every chunk). Name suffixes set them too, in this
 order: ``-titles`` (or ``-titles-tuned-musique``), ``-mlp``, ``-bridges``,
@@ -110,6 +111,7 @@ def _settings(ctx: BenchContext) -> dict[str, Any]:
         "knn_edges": opt("knn", True),
         "bridge_mask": opt("mask", False),
         "bridges_per_chunk": opt("per_chunk", 1),
+        "on_no_title_links": opt("no_title_links", "none"),
         "seed": opt("seed", 0),
         "threads": opt("threads", 2),
     }
