@@ -93,6 +93,8 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
     index_kind: ClassVar[str] = "graph-index"
     #: Format version written by this release; bump when the files change.
     format_version: ClassVar[int] = 1
+    #: Settings added since, with the value an index persisted without them was built with.
+    config_before: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
@@ -452,7 +454,7 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
             callback_manager=callback_manager,
             vector_store=vector_store,
             vector_namespace=vector_namespace,
-            **{**manifest.get("config", {}), **settings},
+            **{**cls.config_before, **manifest.get("config", {}), **settings},
         )
         with index._lock:
             if (folder / GRAPH_FILE).is_file():

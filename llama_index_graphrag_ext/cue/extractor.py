@@ -121,6 +121,13 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         ),
     )
     title_key: str = Field(default="title", description="Metadata key of a chunk's title.")
+    sentence_splitter: Literal["rule", "model"] = Field(
+        default="rule",
+        description=(
+            "Sentence units by punctuation rules (the paper's NLTK sent_tokenize is one; "
+            "spaCy then runs NER only) or by spaCy's parser."
+        ),
+    )
     min_unit_chars: int = Field(default=3, gt=0, description="Shorter units are dropped.")
     unit_vectors: Literal["separate", "late"] = Field(
         default="separate",
@@ -327,6 +334,7 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
             title_entity=self.title_entity,
             title_key=self.title_key,
             pool=pool,
+            sentences=self.sentence_splitter,
         )
 
     # ------------------------------------------------------ TransformComponent

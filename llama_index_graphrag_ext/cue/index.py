@@ -80,6 +80,9 @@ class MultiPartiteIndex(GraphIndexBase):
     #: Chunks whose units are made at a time while building (see :class:`.ExtractionRun`).
     extract_batch: int = 256
 
+    # Indexes persisted before the setting existed split sentence units with the parser.
+    config_before = {"sentence_splitter": "model"}
+
     def _configure(self, extractor: KnowledgeUnitExtractor | None = None, **settings: Any) -> None:
         if extractor is None:
             extractor = KnowledgeUnitExtractor(**settings)

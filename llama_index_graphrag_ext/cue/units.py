@@ -83,6 +83,7 @@ def build_units(
     title_entity: bool,
     title_key: str,
     pool: ParsePool | None = None,
+    sentences: str = "rule",
 ) -> list[list[KnowledgeUnit]]:
     """The units of each chunk: the LLM's where it wrote them, else its sentences; then NER.
 
@@ -96,13 +97,19 @@ def build_units(
         title_entity: Link the chunk's title to each of its units as an entity.
         title_key: Metadata key of a chunk's title.
         pool: Worker processes of the same pipeline for the sentence path (None: here).
+        sentences: How chunks are split into sentence units: ``"rule"``
+            (punctuation rules, as the paper's NLTK ``sent_tokenize``; spaCy runs
+            NER only) or ``"model"`` (spaCy's parser).
     """
     nlp = load_spacy(spacy_model)
     labels = None if entity_labels is None else set(entity_labels)
     out: list[list[KnowledgeUnit]] = [[] for _ in texts]
-    # NLP path (Alg. 1, line 10): sentences and their entities in one spaCy pass.
+    # NLP path (Alg. 1, line 10): sentences and their entities in one spaCy pass
+    # (the paper splits with NLTK's rule-based sent_tokenize, §4.1).
     sentence_idx = [i for i in range(len(texts)) if i not in llm_units]
-    analyses = analyze_batch([texts[i] for i in sentence_idx], nlp, labels=labels, pool=pool)
+    analyses = analyze_batch(
+        [texts[i] for i in sentence_idx], nlp, labels=labels, pool=pool, sentences=sentences
+    )
     for i, analysis in zip(sentence_idx, analyses, strict=True):
         for sent, ents in zip(analysis.sentences, analysis.sentence_entities, strict=True):
             out[i].append(KnowledgeUnit(" ".join(sent.split()), "sentence", _entities(ents)))

@@ -57,6 +57,27 @@ def test_alpha_zero_needs_no_llm_and_splits_sentences(monkeypatch):
     assert all(u.source == "sentence" for us in result.units for u in us)
 
 
+def test_sentence_units_come_from_punctuation_rules_unless_the_parser_is_asked():
+    # The paper splits with NLTK's rule-based sent_tokenize; "model" is spaCy's parser.
+    doc = Document(
+        id_="list",
+        text="Album\nTracks: Solar Musick Suite; Sea Nature. Produced by Nick Mason.",
+        metadata={"title": "Album"},
+    )
+    nodes = PassageParser().get_nodes_from_documents([doc])
+    rule = KnowledgeUnitExtractor()
+    model = KnowledgeUnitExtractor(sentence_splitter="model")
+    assert rule.settings()["sentence_splitter"] == "rule"  # persisted: it changes the units
+    assert model.settings()["sentence_splitter"] == "model"
+    ruled = [u.text for u in rule.extract(nodes).units[0]]
+    assert "Produced by Nick Mason." in ruled
+    keys = lambda us: {e.key for u in us for e in u.entities}  # noqa: E731
+    # Entities come from NER either way; the title entity joins every unit.
+    assert keys(rule.extract(nodes).units[0]) == keys(model.extract(nodes).units[0])
+    with pytest.raises(ValueError):
+        KnowledgeUnitExtractor(sentence_splitter="nltk")
+
+
 def test_worker_processes_make_the_same_units_and_are_not_a_setting(monkeypatch):
     many = chunks() * 20  # more chunks than one worker task
     spawned = []

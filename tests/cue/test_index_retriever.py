@@ -155,6 +155,19 @@ def test_persist_and_load_give_identical_retrieval(index, bow_embed, tmp_path):
     assert loaded.stats()["chunks"] == 3
 
 
+def test_an_index_persisted_before_rule_sentences_keeps_parser_sentences(
+    index, bow_embed, tmp_path
+):
+    index.persist(tmp_path / "cue")
+    manifest = next((tmp_path / "cue").glob("manifest*.json"))
+    data = json.loads(manifest.read_text())
+    assert data["config"].pop("sentence_splitter") == "rule"
+    manifest.write_text(json.dumps(data))  # as written before the setting existed
+    loaded = MultiPartiteIndex.load(tmp_path / "cue", embed_model=bow_embed)
+    # Its units were split by the parser: chunks inserted later are split the same way.
+    assert loaded.extractor.sentence_splitter == "model"
+
+
 def test_retriever_inside_retriever_query_engine(index):
     llm = ScriptedLLM(lambda prompt: "Chingford" if "Chingford" in prompt else "unknown")
     engine = RetrieverQueryEngine.from_args(index.as_retriever(top_n=3), llm=llm)

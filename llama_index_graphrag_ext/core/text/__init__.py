@@ -32,6 +32,7 @@ from .parallel import ParsePool
 from .spacy import (
     DEFAULT_SPACY_MODELS,
     MAX_CHUNK_CHARS,
+    SENTENCE_MODES,
     SpacyModelNotFoundError,
     clear_spacy_cache,
     has_ner,
@@ -49,6 +50,7 @@ __all__ = [
     "DEFAULT_SPACY_MODELS",
     "MAX_CHUNK_CHARS",
     "NUMERIC_ENTITY_LABELS",
+    "SENTENCE_MODES",
     "Analysis",
     "CorpusNgramIndex",
     "Entity",

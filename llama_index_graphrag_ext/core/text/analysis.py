@@ -92,6 +92,7 @@ def analyze_batch(
     batch_size: int = 64,
     n_process: int = 1,
     pool: ParsePool | None = None,
+    sentences: str = "model",
 ) -> list[Analysis]:
     """Split texts into sentences and extract their entities in one spaCy pass.
 
@@ -107,6 +108,9 @@ def analyze_batch(
         n_process: Worker processes for `nlp.pipe` (``-1``: one per CPU).
         pool: Analyse in these worker processes instead (a `ParsePool` of the same
             pipeline, kept across calls); ``nlp`` then only keys the parse cache.
+        sentences: ``"model"`` (the pipeline's parser) or ``"rule"`` (punctuation
+            rules; the parser is skipped, so the pass is about a third cheaper and
+            the entities are the same). See `SENTENCE_MODES`.
 
     Returns:
         One `Analysis` per text, in input order (empty for blank texts).
@@ -116,11 +120,19 @@ def analyze_batch(
     cache = _PARSE_CACHE.get()
     if cache is not None:
         return cache.analyze(
-            texts, nlp, labels, batch_size=batch_size, n_process=n_process, pool=pool
+            texts,
+            nlp,
+            labels,
+            batch_size=batch_size,
+            n_process=n_process,
+            pool=pool,
+            sentences=sentences,
         )
     if pool is not None:
-        return pool.analyze(texts, labels)
-    return _analyze_uncached(texts, nlp, labels, batch_size=batch_size, n_process=n_process)
+        return pool.analyze(texts, labels, sentences=sentences)
+    return _analyze_uncached(
+        texts, nlp, labels, batch_size=batch_size, n_process=n_process, sentences=sentences
+    )
 
 
 def _analyze_uncached(
@@ -130,12 +142,18 @@ def _analyze_uncached(
     *,
     batch_size: int,
     n_process: int,
+    sentences: str = "model",
 ) -> list[Analysis]:
     keep = None if labels is None else frozenset(labels)
     out = [Analysis() for _ in texts]
     with parsing(nlp):
         for i, offset, doc in _iter_docs(
-            texts, nlp, entities=True, batch_size=batch_size, n_process=n_process
+            texts,
+            nlp,
+            entities=True,
+            batch_size=batch_size,
+            n_process=n_process,
+            sentences=sentences,
         ):
             _collect(out[i], offset, doc, keep)
     return out
@@ -223,17 +241,18 @@ class ParseCache:
         batch_size: int = 64,
         n_process: int = 1,
         pool: ParsePool | None = None,
+        sentences: str = "model",
     ) -> list[Analysis]:
         """Like `analyze_batch`, analysing only the texts not seen before with this pipeline."""
-        pipeline = _pipeline_key(nlp)
+        pipeline = (*_pipeline_key(nlp), sentences)
         with self._lock:
             found = [self._entries.get((pipeline, t)) for t in texts]
         todo = list(dict.fromkeys(t for t, a in zip(texts, found, strict=True) if a is None))
         if pool is not None:
-            analysed = pool.analyze(todo, None)
+            analysed = pool.analyze(todo, None, sentences=sentences)
         else:
             analysed = _analyze_uncached(
-                todo, nlp, None, batch_size=batch_size, n_process=n_process
+                todo, nlp, None, batch_size=batch_size, n_process=n_process, sentences=sentences
             )
         fresh = dict(zip(todo, analysed, strict=True))
         with self._lock:

@@ -54,8 +54,10 @@ def _start_worker(model: str | None) -> None:
     _WORKER_NLP = load_spacy(model)
 
 
-def _work(texts: list[str]) -> list[Analysis]:
-    return _analyze_uncached(texts, _WORKER_NLP, None, batch_size=64, n_process=1)
+def _work(texts: list[str], sentences: str = "model") -> list[Analysis]:
+    return _analyze_uncached(
+        texts, _WORKER_NLP, None, batch_size=64, n_process=1, sentences=sentences
+    )
 
 
 class ParsePool:
@@ -83,13 +85,18 @@ class ParsePool:
         )
 
     def analyze(
-        self, texts: Sequence[str], labels: Collection[str] | None = None
+        self,
+        texts: Sequence[str],
+        labels: Collection[str] | None = None,
+        *,
+        sentences: str = "model",
     ) -> list[Analysis]:
-        """One `Analysis` per text, in order (entities restricted to ``labels``)."""
+        """One `Analysis` per text, in order (entities restricted to ``labels``;
+        ``sentences`` as in `analyze_batch`)."""
         tasks = [list(texts[i : i + TASK_TEXTS]) for i in range(0, len(texts), TASK_TEXTS)]
         keep = None if labels is None else frozenset(labels)
         out: list[Analysis] = []
-        for analyses in self._executor.map(_work, tasks):
+        for analyses in self._executor.map(_work, tasks, [sentences] * len(tasks)):
             out.extend(analyses if keep is None else [_with_labels(a, keep) for a in analyses])
         return out
 

@@ -18,7 +18,8 @@ the runner's top-k), ``lexical_weight``, ``path_weight``, ``preset``, ``fill`` (
 (``bleu``/``cos``/``random``), ``title_entity`` (true/false), ``query_entities``
 (``spacy``/``llm``; default ``llm`` when alpha > 0 and a non-embedded LLM is set),
 ``unit_vectors`` / ``entity_vectors`` (``separate``/``late``; default: the preset's),
-``nlp_processes`` (spaCy worker processes; default: the CPUs, at most 4).
+``nlp_processes`` (spaCy worker processes; default: the CPUs, at most 4),
+``sentence_splitter`` (``rule``, the default, or ``model``: spaCy's parser).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def index_options(ctx: BenchContext) -> dict[str, Any]:
         "title_entity": ctx.option("title_entity", True),
         "unit_vectors": ctx.option("unit_vectors", preset["vectors"]),
         "entity_vectors": ctx.option("entity_vectors", preset["vectors"]),
+        "sentence_splitter": ctx.option("sentence_splitter", "rule"),
         # spaCy in worker processes: the same units, built faster on several cores.
         "nlp_processes": ctx.option("nlp_processes", available_processes()),
     }

@@ -47,3 +47,36 @@ def test_one_process_is_not_a_pool_and_a_missing_model_fails_before_any_worker()
         ParsePool("no_such_spacy_model_xyz", 2)
     assert 1 <= available_processes() <= 4
     assert available_processes(cap=1) == 1
+
+
+def test_rule_sentences_skip_the_parser_and_keep_every_entity(nlp):
+    from llama_index_graphrag_ext.core.text.spacy import _disabled_components
+
+    text = (
+        "Dr. Smith met Marie Curie in Warsaw in 1891. They spoke about radium "
+        "for hours; nobody noticed the time"
+    )
+    model = analyze_batch([text], nlp)[0]
+    rule = analyze_batch([text], nlp, sentences="rule")[0]
+    # NER runs alone (its own embedding layer), so entities are the model pass's.
+    assert rule.entities == model.entities
+    assert rule.sentences == [
+        "Dr. Smith met Marie Curie in Warsaw in 1891.",
+        "They spoke about radium for hours; nobody noticed the time",
+    ]
+    skipped = _disabled_components(nlp, entities=True, sentences="rule")
+    assert "parser" in skipped and "ner" not in skipped
+    if "tok2vec" in nlp.pipe_names:  # listened to by the tagger and parser only
+        assert "tok2vec" in skipped
+    with pytest.raises(ValueError, match="sentences"):
+        analyze_batch([text], nlp, sentences="nltk")
+
+
+def test_rule_and_model_analyses_are_cached_and_pooled_apart(nlp):
+    texts = TEXTS[:8]
+    with ParsePool(None, 2) as pool, shared_parses() as parses:
+        rule = analyze_batch(texts, nlp, pool=pool, sentences="rule")
+        model = analyze_batch(texts, nlp, sentences="model")
+    assert parses.misses == 2 * len(set(texts))  # one entry per text and mode
+    assert rule == analyze_batch(texts, nlp, sentences="rule")
+    assert model == analyze_batch(texts, nlp)
