@@ -61,6 +61,8 @@ def reproduce_command(report: dict[str, Any]) -> str:
         parts.append(f"--limit {report['questions']}")
     if run.get("sampled"):
         parts.append(f"--max-passages {report['passages']}")
+    if run.get("titles_dropped"):
+        parts.append("--no-titles")
     if run.get("top_k", 10) != 10:
         parts.append(f"--top-k {run['top_k']}")
     if run.get("answer"):
@@ -110,7 +112,9 @@ def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
         lines += [report["note"], ""]
     setting = [
         f"{report['questions']} questions",
-        f"{report['passages']} passages" + (" (corpus sample)" if run.get("sampled") else ""),
+        f"{report['passages']} passages"
+        + (" (corpus sample)" if run.get("sampled") else "")
+        + (", titles dropped" if run.get("titles_dropped") else ""),
         f"embedder {run.get('embed_model', '?')}",
         f"{run.get('cpus', '?')} CPUs",
         f"started {run.get('started', '?')}",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from llama_index_graphrag_ext.cli import build_parser
-from llama_index_graphrag_ext.eval.report import render_page, reproduce_command
+from llama_index_graphrag_ext.eval.report import render_page, render_section, reproduce_command
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "docs" / "assets" / "bench"
@@ -54,6 +54,15 @@ def test_full_corpus_run_needs_no_sampling_flags():
     command = reproduce_command(report)
     assert "--limit" not in command and "--max-passages" not in command
     assert "--answer" not in command and "--set" not in command
+    assert "--no-titles" not in command
+
+
+def test_a_run_without_titles_says_so_and_reproduces():
+    report = _report(titles_dropped=True)
+    command = reproduce_command(report).replace("\\\n", " ").split()
+    assert build_parser().parse_args(command[1:]).no_titles
+    page = render_section(Path("01-run.json"), report, None)
+    assert "titles dropped" in page
 
 
 def test_section_shows_table_facts_and_plot(tmp_path):
