@@ -125,6 +125,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
 
     index_kind = "lprag-chunk-query-link"
     format_version = 1
+    # Indexes persisted without the setting fell back to the kNN graph (then the default).
+    config_before = {"on_no_title_links": "knn"}
 
     def _configure(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from llama_index.core.schema import Document
@@ -173,5 +175,12 @@ def test_no_title_link_leaves_the_chunk_graph_without_edges_by_default(bow_embed
     loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
     assert loaded.build_stats["graph_fallback"] == "no edges: no title links"
     assert loaded.config()["on_no_title_links"] == "none"
+    # An index persisted before the setting existed keeps the kNN fallback it had.
+    manifest = next((tmp_path / "lp").glob("manifest*.json"))
+    data = json.loads(manifest.read_text())
+    del data["config"]["on_no_title_links"]
+    manifest.write_text(json.dumps(data))
+    older = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
+    assert older.config()["on_no_title_links"] == "knn"
     with pytest.raises(ValueError, match="on_no_title_links"):
         ChunkQueryLinkIndex.from_documents(docs, embed_model=bow_embed, on_no_title_links="drop")
