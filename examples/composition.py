@@ -4,7 +4,9 @@
 
 1. Build QCG-RAG (sentence nodes), CUE-RAG (alpha = 0) and FG-RAG (co-occurrence
    graph) over the same passages with one ``SharedResources``: one cached
-   embedder, one spaCy parse per passage (CUE-RAG parses, FG-RAG reuses).
+   embedder (a text embedded once serves every index) and one spaCy parse cache
+   (here each method parses its own way: CUE-RAG splits sentences by rules and
+   runs NER alone, FG-RAG uses the parser).
 2. Fuse QCG-RAG, CUE-RAG and BM25 with LlamaIndex's ``QueryFusionRetriever``
    (reciprocal-rank fusion); each fused passage says which retriever put it there.
 3. Route questions with LlamaIndex's ``RouterQueryEngine`` and the LLM-free

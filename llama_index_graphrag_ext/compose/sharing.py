@@ -3,7 +3,10 @@
 Each method embeds, parses and (with an LLM) prompts on its own. When several
 indexes are built over one corpus much of that work is the same: the methods
 embed many of the same texts (passages; sentences where their splits agree),
-and CUE-RAG and FG-RAG run spaCy over the very same passage texts.
+and methods that parse the same texts the same way (FG-RAG and ChainRAG, with
+spaCy's parser) can share one spaCy pass. CUE-RAG splits its sentence units by
+punctuation rules and runs NER alone, so its parses are its own unless it is
+built with ``sentence_splitter="model"``.
 :class:`SharedResources` holds one cached embedder, one parse cache and one LLM
 cache file, and :meth:`SharedResources.sharing` makes the parse cache current
 while indexes are built:
@@ -12,7 +15,7 @@ while indexes are built:
 shared = SharedResources(cache_dir="cache/")
 with shared.sharing():
     cue = MultiPartiteIndex.from_documents(docs, embed_model=shared.embed_model)
-    fg = FGRAGIndex.from_documents(docs, embed_model=shared.embed_model)  # reuses the parses
+    fg = FGRAGIndex.from_documents(docs, embed_model=shared.embed_model)  # reuses vectors
 print(shared.stats())
 ```
 

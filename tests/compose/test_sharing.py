@@ -66,8 +66,13 @@ def test_parse_cache_is_per_pipeline(nlp):
 
 def test_shared_resources_build_the_same_indexes_for_less(bow_embed, tmp_path):
     def build(embed_model):
+        # The parser's sentences, as ChainRAG's: the two can share one spaCy pass.
         cue = MultiPartiteIndex.from_documents(
-            DOCS, embed_model=embed_model, transformations=[PassageParser()], alpha=0.0
+            DOCS,
+            embed_model=embed_model,
+            transformations=[PassageParser()],
+            alpha=0.0,
+            sentence_splitter="model",
         )
         chain = SentenceGraphIndex.from_documents(
             DOCS, embed_model=embed_model, transformations=[PassageParser()]
@@ -90,6 +95,19 @@ def test_shared_resources_build_the_same_indexes_for_less(bow_embed, tmp_path):
     chain_separate = [r.node.ref_doc_id for r in separate[1].as_retriever().retrieve(QUESTION)]
     chain_together = [r.node.ref_doc_id for r in together[1].as_retriever().retrieve(QUESTION)]
     assert chain_together == chain_separate
+
+
+def test_a_parse_is_reused_only_with_the_same_sentence_splitter(bow_embed):
+    shared = SharedResources(bow_embed)
+    with shared.sharing():
+        MultiPartiteIndex.from_documents(
+            DOCS, embed_model=shared.embed_model, transformations=[PassageParser()], alpha=0.0
+        )  # rule sentences (the default): NER alone
+        SentenceGraphIndex.from_documents(
+            DOCS, embed_model=shared.embed_model, transformations=[PassageParser()]
+        )  # the parser's sentences
+    assert shared.stats()["parse_misses"] == 2 * len(DOCS)
+    assert shared.stats()["parse_hits"] == 0
 
 
 def test_llm_cache_location(bow_embed, tmp_path):
