@@ -15,11 +15,18 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.schema import BaseNode
 
 from ..core.text import ParsePool
-from ..core.text.parallel import TASK_TEXTS
+from ..core.text.analysis import parses_shared
+from ..core.text.parallel import TASK_TEXTS, PendingAnalyses
 from .units import KnowledgeUnit
 
 if TYPE_CHECKING:
     from .extractor import KnowledgeUnitExtractor
+
+#: Batches whose parsing is started before the current one is used (bounded, so the
+#: analyses held at once stay a few batches' worth; see the class's memory note).
+PARSE_AHEAD = 2
+#: Niceness added to the parse workers while they parse ahead of the forward pass.
+AHEAD_NICE = 19
 
 
 @dataclass
@@ -82,16 +89,41 @@ class ExtractionRun:
         processes = self._extractor.nlp_processes
         # One pool for every batch: its workers start (and load spaCy) once per build.
         many = processes > 1 and len(self._nodes) - len(self._llm_units) > TASK_TEXTS
-        pool = ParsePool(self._extractor.spacy_model, processes) if many else None
-        try:
-            for start in range(0, len(self._nodes), size):
+        # Workers parse ahead while the caller embeds a batch (parses shared through a
+        # ParseCache are looked up batch by batch instead), at a lower priority, so
+        # they take the cores' idle time rather than the forward pass's.
+        ahead = many and not parses_shared()
+        pool = (
+            ParsePool(self._extractor.spacy_model, processes, nice=AHEAD_NICE if ahead else 0)
+            if many
+            else None
+        )
+        starts = list(range(0, len(self._nodes), size))
+        pending: dict[int, PendingAnalyses] = {}
+
+        def llm_of(start: int) -> dict[int, list[str]]:
+            end = min(start + size, len(self._nodes))
+            return {i - start: u for i, u in self._llm_units.items() if start <= i < end}
+
+        def parse_ahead(k: int) -> None:
+            if ahead and k < len(starts) and k not in pending:
+                start, llm = starts[k], llm_of(starts[k])
                 end = min(start + size, len(self._nodes))
-                llm_units = {
-                    i - start: units for i, units in self._llm_units.items() if start <= i < end
-                }
+                texts = [self._texts[i] for i in range(start, end) if i - start not in llm]
+                labels = self._extractor.entity_labels
+                pending[k] = pool.submit(texts, labels, sentences=self._extractor.sentence_splitter)
+
+        try:
+            for k, start in enumerate(starts):
+                end = min(start + size, len(self._nodes))
+                llm_units = llm_of(start)
+                for j in range(k, k + PARSE_AHEAD + 1):
+                    parse_ahead(j)
+                analyses = pending.pop(k).result() if k in pending else None
                 batch = self._extractor._build_units(
-                    self._nodes[start:end], self._texts[start:end], llm_units, pool
+                    self._nodes[start:end], self._texts[start:end], llm_units, pool, analyses
                 )
+                del analyses
                 self._units += sum(len(u) for u in batch)
                 self._units_llm += sum(len(batch[i]) for i in llm_units)
                 yield start, batch

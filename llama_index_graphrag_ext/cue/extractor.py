@@ -52,7 +52,7 @@ from ..core.llm import (
     reason_of,
     run_sync,
 )
-from ..core.text import DEFAULT_ENTITY_LABELS, ParsePool, count_tokens
+from ..core.text import DEFAULT_ENTITY_LABELS, Analysis, ParsePool, count_tokens
 from .extraction_run import ExtractionResult, ExtractionRun
 from .llm_units import STEP, Units, allm_units  # noqa: F401 (Units re-exported: its old home)
 from .prompts import UNIT_EXTRACTION_PROMPT
@@ -323,6 +323,7 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         texts: Sequence[str],
         llm_units: dict[int, list[str]],
         pool: ParsePool | None = None,
+        analyses: Sequence[Analysis] | None = None,
     ) -> list[list[KnowledgeUnit]]:
         return build_units(
             nodes,
@@ -335,6 +336,7 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
             title_key=self.title_key,
             pool=pool,
             sentences=self.sentence_splitter,
+            analyses=analyses,
         )
 
     # ------------------------------------------------------ TransformComponent

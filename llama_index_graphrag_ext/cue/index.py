@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from ..core.graph import TypedGraph
@@ -105,6 +107,8 @@ class MultiPartiteIndex(GraphIndexBase):
     # ----------------------------------------------------------------- build
 
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
+        if not nodes:
+            return
         if self.extractor.alpha > 0:  # alpha = 0 never resolves an LLM
             index_choice = self.llm_choice if self.extractor.llm is None else None
             self.extractor.attach_steps(self.llm_steps, index_choice)
@@ -125,16 +129,37 @@ class MultiPartiteIndex(GraphIndexBase):
         run = self.extractor.start(nodes)
         first_row = len(self._chunks)
         no_entity: list[str] = []
+        progress = getattr(self, "_show_progress", False)
+        parts: list[tuple] = []
+        vector_stats: Counter[str] = Counter()
         # A batch at a time, keeping only the compact growth (see ExtractionRun);
-        # each batch's units are dropped before the next batch is made.
+        # each batch's units are dropped before the next batch is made. Each batch
+        # is embedded as soon as its units are made, while the parse workers work on
+        # the next batches (ExtractionRun parses ahead): the forward pass and spaCy
+        # overlap instead of following each other.
         for start, units in run.batches(self.extract_batch):
+            units_before, entities_before = len(growth.unit_texts), len(growth.entity_names)
             growth.add(first_row + start, units)
             no_entity += [
                 nodes[start + i].node_id
                 for i, chunk_units in enumerate(units)
                 if not any(u.entities for u in chunk_units)
             ]
+            batch_nodes = nodes[start : start + len(units)]
             del units
+            chunk_texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in batch_nodes]
+            *vectors, batch_stats = index_vectors(
+                self.embed_model,
+                chunk_texts,
+                growth.last_batch(units_before, entities_before),
+                first_row + start,
+                units=self.extractor.unit_vectors,
+                entities=self.extractor.entity_vectors,
+                on_unavailable=self.extractor.late_fallback,
+                show_progress=progress,
+            )
+            parts.append(tuple(vectors))
+            vector_stats.update(batch_stats)
         stats = run.stats()
         del run
         if no_entity:
@@ -146,19 +171,10 @@ class MultiPartiteIndex(GraphIndexBase):
                 len(nodes),
                 no_entity[:5],
             )
-        progress = getattr(self, "_show_progress", False)
-        chunk_texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-        chunk_vectors, unit_vectors, entity_vectors, vector_stats = index_vectors(
-            self.embed_model,
-            chunk_texts,
-            growth,
-            first_row,
-            units=self.extractor.unit_vectors,
-            entities=self.extractor.entity_vectors,
-            on_unavailable=self.extractor.late_fallback,
-            show_progress=progress,
+        chunk_vectors, unit_vectors, entity_vectors = (
+            _stacked([p[i] for p in parts]) for i in range(3)
         )
-        del chunk_texts
+        del parts
         stats.update(vector_stats)
         # Everything is embedded: now the tables and the layers change together.
         self._chunks.add([n.node_id for n in nodes], chunk_vectors)
@@ -326,3 +342,9 @@ class MultiPartiteIndex(GraphIndexBase):
 
         kwargs.setdefault("text_qa_template", CUE_ANSWER_PROMPT)
         return super().as_query_engine(llm=llm, **kwargs)
+
+
+def _stacked(arrays: list[np.ndarray | None]) -> np.ndarray | None:
+    """The batches' vectors in order (None where no batch had any)."""
+    present = [a for a in arrays if a is not None and len(a)]
+    return np.vstack(present) if present else None

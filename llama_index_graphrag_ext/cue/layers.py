@@ -255,3 +255,31 @@ class LayerGrowth:
             self.entity_names.append(name)
             self.entity_labels.append(sys.intern(label))
         return row
+
+    def last_batch(self, units_before: int, entities_before: int) -> GrowthBatch:
+        """What the last :meth:`add` brought: its new units and entities and its edges.
+
+        ``units_before`` / ``entities_before``: the new units and entities counted
+        before that call. Units and entities first met in an earlier batch are old
+        to this one (their vectors were made with that batch).
+        """
+        return GrowthBatch(
+            first_unit_row=self._first_unit + units_before,
+            unit_texts=self.unit_texts[units_before:],
+            unit_chunk=self.unit_chunk[-1:],
+            first_entity_row=self._first_entity + entities_before,
+            entity_names=self.entity_names[entities_before:],
+            unit_entity=self.unit_entity[-1:],
+        )
+
+
+@dataclass(frozen=True)
+class GrowthBatch:
+    """One batch of a :class:`LayerGrowth`, as :func:`~.vectors.index_vectors` reads it."""
+
+    first_unit_row: int
+    unit_texts: list[str]
+    unit_chunk: list[np.ndarray]
+    first_entity_row: int
+    entity_names: list[str]
+    unit_entity: list[np.ndarray]

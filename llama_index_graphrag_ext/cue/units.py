@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from llama_index.core.schema import BaseNode
 
 from ..core.text import (
+    Analysis,
     Entity,
     ParsePool,
     analyze_batch,
@@ -84,6 +85,7 @@ def build_units(
     title_key: str,
     pool: ParsePool | None = None,
     sentences: str = "rule",
+    analyses: Sequence[Analysis] | None = None,
 ) -> list[list[KnowledgeUnit]]:
     """The units of each chunk: the LLM's where it wrote them, else its sentences; then NER.
 
@@ -100,6 +102,8 @@ def build_units(
         sentences: How chunks are split into sentence units: ``"rule"``
             (punctuation rules, as the paper's NLTK ``sent_tokenize``; spaCy runs
             NER only) or ``"model"`` (spaCy's parser).
+        analyses: The sentence path's analyses, already made (by a `ParsePool`
+            that parsed ahead), one per chunk not in ``llm_units``, in order.
     """
     nlp = load_spacy(spacy_model)
     labels = None if entity_labels is None else set(entity_labels)
@@ -107,9 +111,10 @@ def build_units(
     # NLP path (Alg. 1, line 10): sentences and their entities in one spaCy pass
     # (the paper splits with NLTK's rule-based sent_tokenize, §4.1).
     sentence_idx = [i for i in range(len(texts)) if i not in llm_units]
-    analyses = analyze_batch(
-        [texts[i] for i in sentence_idx], nlp, labels=labels, pool=pool, sentences=sentences
-    )
+    if analyses is None:
+        analyses = analyze_batch(
+            [texts[i] for i in sentence_idx], nlp, labels=labels, pool=pool, sentences=sentences
+        )
     for i, analysis in zip(sentence_idx, analyses, strict=True):
         for sent, ents in zip(analysis.sentences, analysis.sentence_entities, strict=True):
             out[i].append(KnowledgeUnit(" ".join(sent.split()), "sentence", _entities(ents)))

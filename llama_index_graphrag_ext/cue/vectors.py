@@ -144,10 +144,13 @@ def _late(
         mention: dict[int, int] = {}
         for pairs in growth.unit_entity:
             for unit_row, entity_row in pairs.tolist():
-                mention.setdefault(entity_row - first_entity, unit_row - first_unit)
+                # Its first mention in a unit made here (a unit of an earlier batch or
+                # insert has no chunk here to pool from).
+                if unit_row - first_unit in home:
+                    mention.setdefault(entity_row - first_entity, unit_row - first_unit)
         for position, name in enumerate(growth.entity_names):
             unit = mention.get(position, -1)
-            if unit not in home:  # a unit of an earlier insert: no chunk here to pool from
+            if unit not in home:  # only in units of an earlier batch or insert
                 entity_slots.append(add(0, None, name))
                 continue
             chunk, span = home[unit], where[unit]

@@ -280,6 +280,43 @@ def test_a_long_chunk_s_later_units_are_pooled_from_its_later_windows(minilm):
     assert 0.5 < float(late._units.matrix[row] @ separate._units.matrix[row]) < 0.9999
 
 
+def test_batches_embedded_while_the_next_are_parsed_give_the_one_batch_index(minilm, monkeypatch):
+    from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS
+
+    # Enough chunks for several batches and for the parse workers; a statement shared
+    # by chunks of different batches is one unit, pooled where it was first met.
+    docs = [
+        Document(
+            id_=f"{d.id_}-{i}",
+            text=f"{d.text} Copy {i} was filed. It was released in 1978.",
+            metadata=d.metadata,
+        )
+        for i in range(TASK_TEXTS // len(DOCS) + 2)
+        for d in DOCS
+    ]
+
+    def build(**settings):
+        return MultiPartiteIndex.from_documents(
+            docs,
+            embed_model=minilm,
+            transformations=[PassageParser()],
+            unit_vectors="late",
+            entity_vectors="late",
+            **settings,
+        )
+
+    whole = build()
+    monkeypatch.setattr(MultiPartiteIndex, "extract_batch", 5)
+    batched = build(nlp_processes=2)  # parsed ahead in worker processes
+    assert whole._layers.unit_texts == batched._layers.unit_texts
+    assert whole._layers.entity_names == batched._layers.entity_names
+    for name in ("_chunks", "_units", "_entities"):
+        a, b = getattr(whole, name), getattr(batched, name)
+        assert a.ids == b.ids
+        np.testing.assert_allclose(a.matrix, b.matrix, atol=1e-5)
+    assert whole.build_stats["late_spans_alone"] == batched.build_stats["late_spans_alone"]
+
+
 def test_late_vectors_with_a_hash_embedder_warn_and_embed_separately(bow_embed, caplog):
     index = MultiPartiteIndex.from_documents(
         DOCS, embed_model=bow_embed, transformations=[PassageParser()], unit_vectors="late"

@@ -299,3 +299,8 @@ def shared_parses(cache: ParseCache | None = None) -> Iterator[ParseCache]:
         yield cache
     finally:
         _PARSE_CACHE.reset(token)
+
+
+def parses_shared() -> bool:
+    """Whether a `shared_parses` block is current (`analyze_batch` then consults its cache)."""
+    return _PARSE_CACHE.get() is not None

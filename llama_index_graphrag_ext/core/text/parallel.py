@@ -23,7 +23,7 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Collection, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 
 from spacy.language import Language
 
@@ -48,8 +48,10 @@ def available_processes(cap: int = 4) -> int:
     return max(1, min(cap, cpus))
 
 
-def _start_worker(model: str | None) -> None:
+def _start_worker(model: str | None, nice: int = 0) -> None:
     global _WORKER_NLP
+    if nice:
+        os.nice(nice)
     # Under fork the parent's loaded pipeline is inherited and this is a cache hit.
     _WORKER_NLP = load_spacy(model)
 
@@ -58,6 +60,24 @@ def _work(texts: list[str], sentences: str = "model") -> list[Analysis]:
     return _analyze_uncached(
         texts, _WORKER_NLP, None, batch_size=64, n_process=1, sentences=sentences
     )
+
+
+class PendingAnalyses:
+    """Analyses under way in a `ParsePool` (see `ParsePool.submit`)."""
+
+    def __init__(self, futures: list[Future], keep: frozenset[str] | None) -> None:
+        self._futures = futures
+        self._keep = keep
+
+    def result(self) -> list[Analysis]:
+        """One `Analysis` per submitted text, in order (waits for the workers)."""
+        out: list[Analysis] = []
+        for future in self._futures:
+            analyses = future.result()
+            out.extend(
+                analyses if self._keep is None else [_with_labels(a, self._keep) for a in analyses]
+            )
+        return out
 
 
 class ParsePool:
@@ -69,9 +89,12 @@ class ParsePool:
     Args:
         model: The spaCy pipeline each worker loads (None: `load_spacy`'s default chain).
         processes: Worker processes (at least 2; one process is `analyze_batch` itself).
+        nice: Added to the workers' niceness (0: as this process). A caller that
+            keeps its own cores busy while the workers parse ahead (see :meth:`submit`)
+            lowers them, so they fill the cores' idle time instead of slowing it.
     """
 
-    def __init__(self, model: str | None, processes: int) -> None:
+    def __init__(self, model: str | None, processes: int, *, nice: int = 0) -> None:
         if processes < 2:
             raise ValueError(f"a ParsePool needs at least 2 processes, got {processes}")
         self.model = model
@@ -81,7 +104,7 @@ class ParsePool:
             max_workers=self.processes,
             mp_context=multiprocessing.get_context(),
             initializer=_start_worker,
-            initargs=(model,),
+            initargs=(model, int(nice)),
         )
 
     def analyze(
@@ -93,12 +116,23 @@ class ParsePool:
     ) -> list[Analysis]:
         """One `Analysis` per text, in order (entities restricted to ``labels``;
         ``sentences`` as in `analyze_batch`)."""
+        return self.submit(texts, labels, sentences=sentences).result()
+
+    def submit(
+        self,
+        texts: Sequence[str],
+        labels: Collection[str] | None = None,
+        *,
+        sentences: str = "model",
+    ) -> PendingAnalyses:
+        """Start analysing ``texts`` and return at once; ``.result()`` waits for them.
+
+        The caller works on while the workers parse: CUE-RAG embeds one batch of
+        chunks while the next batches are parsed.
+        """
         tasks = [list(texts[i : i + TASK_TEXTS]) for i in range(0, len(texts), TASK_TEXTS)]
-        keep = None if labels is None else frozenset(labels)
-        out: list[Analysis] = []
-        for analyses in self._executor.map(_work, tasks, [sentences] * len(tasks)):
-            out.extend(analyses if keep is None else [_with_labels(a, keep) for a in analyses])
-        return out
+        futures = [self._executor.submit(_work, task, sentences) for task in tasks]
+        return PendingAnalyses(futures, None if labels is None else frozenset(labels))
 
     def close(self) -> None:
         """Stop the workers."""

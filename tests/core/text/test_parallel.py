@@ -80,3 +80,15 @@ def test_rule_and_model_analyses_are_cached_and_pooled_apart(nlp):
     assert parses.misses == 2 * len(set(texts))  # one entry per text and mode
     assert rule == analyze_batch(texts, nlp, sentences="rule")
     assert model == analyze_batch(texts, nlp)
+
+
+def test_submitted_analyses_come_back_in_order_from_lowered_workers(nlp):
+    import os
+
+    with ParsePool(None, 2, nice=5) as pool:
+        pending = [pool.submit(TEXTS[i::3], {"GPE"}, sentences="rule") for i in range(3)]
+        niceness = pool._executor.submit(os.nice, 0).result()
+        results = [p.result() for p in reversed(pending)][::-1]
+    assert niceness >= os.nice(0) + 5
+    for i, got in enumerate(results):
+        assert got == analyze_batch(TEXTS[i::3], nlp, labels={"GPE"}, sentences="rule")
