@@ -12,6 +12,11 @@ would pay that per batch. A `ParsePool` starts its workers once, each loading
 the pipeline by name, and returns only the compact `Analysis` of each text
 (sentences, spans, entities): exactly what `analyze_batch` returns in process.
 
+`ParsePool.submit` returns at once, so a caller can embed one batch while the
+workers parse the next ones. The embedder's forward pass leaves part of two
+cores idle; workers started with a raised niceness (``nice=``) take that idle
+time and little of the forward pass's (CUE-RAG's build, docs/methods/cue.md).
+
 Workers are started with the platform's default method. Where that is
 ``spawn`` (macOS, Windows) or ``forkserver``, the calling script must guard its
 entry point with ``if __name__ == "__main__":`` as for any multiprocessing code.
