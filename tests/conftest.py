@@ -60,3 +60,19 @@ def musique_slice(tmp_path_factory):
             }
             fh.write(json.dumps(row) + "\n")
     return folder
+
+
+@pytest.fixture
+def pools_started(monkeypatch) -> list:
+    """The arguments of every ParsePool started in the test (one entry per pool)."""
+    from llama_index_graphrag_ext.core.text.parallel import ParsePool
+
+    started: list = []
+    original = ParsePool.__init__
+
+    def counting(self, *args, **kwargs):
+        started.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ParsePool, "__init__", counting)
+    return started

@@ -174,8 +174,8 @@ def test_delete_and_reload_give_the_fresh_index(index, bow_embed, tmp_path):
     _same_graph(loaded.sentence_graph, fresh.sentence_graph)
 
 
-def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, monkeypatch):
-    from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS, ParsePool
+def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, pools_started):
+    from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS
 
     # Distinct texts (the parse cache would answer repeats), more than one worker task.
     docs = [
@@ -183,18 +183,10 @@ def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, 
         for i in range(TASK_TEXTS // len(DOCS) + 2)
         for d in DOCS
     ]
-    spawned = []
-    original = ParsePool.__init__
-
-    def counting(self, *args, **kwargs):
-        spawned.append(args)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(ParsePool, "__init__", counting)
     build = dict(embed_model=bow_embed, transformations=[PassageParser()])
     pooled = SentenceGraphIndex.from_documents(docs, nlp_processes=2, **build)
     alone = SentenceGraphIndex.from_documents(docs, **build)
-    assert len(spawned) == 1  # one pool for the whole build
+    assert len(pools_started) == 1  # one pool for the whole build
     one, two = pooled.sentence_graph, alone.sentence_graph
     assert [(r.text, r.chunk_id, r.entities) for r in one.records] == [
         (r.text, r.chunk_id, r.entities) for r in two.records

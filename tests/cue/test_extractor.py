@@ -9,7 +9,6 @@ from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, NodeRelationship
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.core.text import ParsePool
 from llama_index_graphrag_ext.cue.extractor import KnowledgeUnitExtractor, unit_id
 from llama_index_graphrag_ext.testing import ScriptedLLM
 
@@ -78,20 +77,12 @@ def test_sentence_units_come_from_punctuation_rules_unless_the_parser_is_asked()
         KnowledgeUnitExtractor(sentence_splitter="nltk")
 
 
-def test_worker_processes_make_the_same_units_and_are_not_a_setting(monkeypatch):
+def test_worker_processes_make_the_same_units_and_are_not_a_setting(pools_started):
     many = chunks() * 20  # more chunks than one worker task
-    spawned = []
-    original = ParsePool.__init__
-
-    def counting(self, *args, **kwargs):
-        spawned.append(args)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(ParsePool, "__init__", counting)
     parallel = KnowledgeUnitExtractor(nlp_processes=2)
     pooled = parallel.extract(many)
     alone = KnowledgeUnitExtractor().extract(many)
-    assert len(spawned) == 1  # one pool for the whole extraction
+    assert len(pools_started) == 1  # one pool for the whole extraction
     assert [[(u.text, u.entities) for u in us] for us in pooled.units] == [
         [(u.text, u.entities) for u in us] for us in alone.units
     ]
