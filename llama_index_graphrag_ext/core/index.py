@@ -19,7 +19,6 @@ LlamaIndex's ``load_index_from_storage`` raises an error naming
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -34,39 +33,24 @@ from llama_index.core.indices.base import BaseIndex
 from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode, Document, TransformComponent
 from llama_index.core.storage.docstore.types import RefDocInfo
-from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from .aio import OffLoopWrites
-from .compact_store import (
-    CompactDocumentStore,
-    CompactKVStore,
-    compact_docstore,
-    compact_storage_context,
-)
+from .compact_store import compact_storage_context
 from .defaults import resolve_embed_model
 from .graph import TypedGraph
+from .index_persist import DOCSTORE_FILE as DOCSTORE_FILE  # importable from here too
+from .index_persist import GRAPH_FILE as GRAPH_FILE  # (graphrag-ext viz reads it)
+from .index_persist import PersistedIndex
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
-from .persist import (
-    INDEX_STORE_FILE,
-    SuiteIndexList,
-    atomic_dir,
-    read_manifest,
-    write_manifest,
-)
+from .persist import SuiteIndexList
 from .vectors import MatrixSearch, RowSearcher, StoreTables
 
 logger = logging.getLogger(__name__)
 
-#: File names every persisted graph index uses (``graphrag-ext viz`` reads ``GRAPH_FILE``).
-DOCSTORE_FILE = "docstore.json"
-#: Chunks decoded at a time while persisting.
-_PERSIST_SLICE = 1024
-GRAPH_FILE = "graph.json.gz"
 
-
-class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
+class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
     """Shared plumbing of the suite's indexes (subclass it; see the module docs).
 
     Args:
@@ -353,116 +337,6 @@ class GraphIndexBase(OffLoopWrites, BaseIndex[IndexList]):
             if info is not None:
                 out[ref_id] = info
         return out
-
-    # ----------------------------------------------------------- persistence
-
-    def persist(self, persist_dir: str | os.PathLike) -> None:
-        """Write the index to ``persist_dir`` atomically (the old copy survives a failure).
-
-        With a ``vector_store`` the manifest also records the store's identity
-        (class, collection, address; never a token), the namespace and each
-        table's row count; the folder keeps the index's own matrices as well, so
-        it loads with or without the store.
-        """
-        extra = {}
-        if self._store_tables is not None:
-            extra["vector_store"] = self._store_tables.describe()
-        with self._lock, atomic_dir(persist_dir) as tmp:
-            write_manifest(
-                tmp,
-                self.index_kind,
-                self.format_version,
-                config=self.config(),
-                chunk_ids=self.chunk_ids(),
-                index_class=f"{type(self).__module__}.{type(self).__qualname__}",
-                llm_steps=self.llm_steps.to_dict(),
-                **extra,
-            )
-            store = SimpleIndexStore()
-            store.add_index_struct(self._new_struct(self.chunk_ids()))
-            store.persist(str(tmp / INDEX_STORE_FILE))
-            docstore = compact_docstore()  # persists the plain layout
-            ids = self.chunk_ids()
-            for start in range(0, len(ids), _PERSIST_SLICE):  # decoded nodes: a slice at a time
-                docstore.add_documents(self.get_chunks(ids[start : start + _PERSIST_SLICE]))
-            docstore.persist(str(tmp / DOCSTORE_FILE))
-            graph = self.graph  # once: a subclass may build it on demand
-            if graph is not None:
-                graph.save(tmp / GRAPH_FILE)
-            self._persist_state(tmp)
-
-    @classmethod
-    def load(
-        cls,
-        persist_dir: str | os.PathLike,
-        *,
-        embed_model: BaseEmbedding | None = None,
-        llm: LLM | None = None,
-        callback_manager: CallbackManager | None = None,
-        vector_store: BasePydanticVectorStore | None = None,
-        vector_namespace: str | None = None,
-        storage_context: StorageContext | None = None,
-        **settings: Any,
-    ):
-        """Load an index written by :meth:`persist` (format version checked).
-
-        The embedder must be the one the index was built with; the manifest
-        records its name, and a mismatch in dimension is an error.
-
-        Pass ``vector_store`` (connected to the same collection) to search the
-        external store again: rows it already holds are reused, missing or
-        stale tables are written from the folder. Without it the index searches
-        in memory, whatever it was built with.
-
-        Pass ``storage_context`` to keep the chunks in its docstore (any
-        LlamaIndex docstore: a ``SimpleDocumentStore`` persisted to a path,
-        DuckDB, Redis, MongoDB, Postgres, ...) instead of a fresh in-memory one;
-        chunks it lacks are copied into it from the folder.
-
-        ``settings`` are the method's own, over those stored with the index
-        (e.g. FG-RAG's ``property_graph_store``).
-        """
-        folder = Path(persist_dir)
-        manifest = read_manifest(folder, cls.index_kind, cls.format_version)
-        recorded = manifest.get("vector_store") or {}
-        if vector_namespace is None:
-            vector_namespace = recorded.get("namespace")
-        if recorded and vector_store is None:
-            logger.info(
-                "%s was built on %s; loading it without a vector store searches in memory",
-                folder,
-                recorded.get("class"),
-            )
-        saved = CompactDocumentStore(
-            simple_kvstore=CompactKVStore.from_persist_path(str(folder / DOCSTORE_FILE))
-        )
-        struct = SuiteIndexList(
-            nodes=list(manifest["chunk_ids"]), index_class=f"{cls.__module__}.{cls.__qualname__}"
-        )
-        if storage_context is None:
-            storage_context = compact_storage_context(docstore=saved)
-        else:
-            missing = [i for i in struct.nodes if not storage_context.docstore.document_exists(i)]
-            if missing:
-                logger.info("load: copying %d chunk(s) into the given docstore", len(missing))
-                storage_context.docstore.add_documents(saved.get_nodes(missing))
-        index = cls(
-            index_struct=struct,
-            storage_context=storage_context,
-            embed_model=embed_model,
-            llm=llm,
-            callback_manager=callback_manager,
-            vector_store=vector_store,
-            vector_namespace=vector_namespace,
-            **{**cls.config_before, **manifest.get("config", {}), **settings},
-        )
-        with index._lock:
-            if (folder / GRAPH_FILE).is_file():
-                index._graph = TypedGraph.load(folder / GRAPH_FILE)
-            index._load_state(folder, manifest)
-            index.llm_steps.load(manifest.get("llm_steps"))
-            index._attach_store()
-        return index
 
     # --------------------------------------------------------------- engines
 

@@ -1,0 +1,157 @@
+"""Atomic, versioned ``persist`` and ``load`` of the suite's indexes (`PersistedIndex`).
+
+A folder holds the manifest (kind, format version, settings, chunk ids, the LLM
+step ledger, the vector store's identity), LlamaIndex's index store, the chunks'
+docstore, the graph view when the index has one, and the method's own state
+(its ``_persist_state`` / ``_load_state`` hooks). It is written into a temporary
+folder that replaces the old one only once complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from llama_index.core import StorageContext
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.llms import LLM
+from llama_index.core.storage.index_store import SimpleIndexStore
+from llama_index.core.vector_stores.types import BasePydanticVectorStore
+
+from .compact_store import (
+    CompactDocumentStore,
+    CompactKVStore,
+    compact_docstore,
+    compact_storage_context,
+)
+from .graph import TypedGraph
+from .persist import (
+    INDEX_STORE_FILE,
+    SuiteIndexList,
+    atomic_dir,
+    read_manifest,
+    write_manifest,
+)
+
+logger = logging.getLogger(__name__)
+
+#: File names every persisted graph index uses (``graphrag-ext viz`` reads ``GRAPH_FILE``).
+DOCSTORE_FILE = "docstore.json"
+GRAPH_FILE = "graph.json.gz"
+#: Chunks decoded at a time while persisting.
+_PERSIST_SLICE = 1024
+
+
+class PersistedIndex:
+    """``persist`` and ``load`` of :class:`~.index.GraphIndexBase` (mixed into it)."""
+
+    def persist(self, persist_dir: str | os.PathLike) -> None:
+        """Write the index to ``persist_dir`` atomically (the old copy survives a failure).
+
+        With a ``vector_store`` the manifest also records the store's identity
+        (class, collection, address; never a token), the namespace and each
+        table's row count; the folder keeps the index's own matrices as well, so
+        it loads with or without the store.
+        """
+        extra = {}
+        if self._store_tables is not None:
+            extra["vector_store"] = self._store_tables.describe()
+        with self._lock, atomic_dir(persist_dir) as tmp:
+            write_manifest(
+                tmp,
+                self.index_kind,
+                self.format_version,
+                config=self.config(),
+                chunk_ids=self.chunk_ids(),
+                index_class=f"{type(self).__module__}.{type(self).__qualname__}",
+                llm_steps=self.llm_steps.to_dict(),
+                **extra,
+            )
+            store = SimpleIndexStore()
+            store.add_index_struct(self._new_struct(self.chunk_ids()))
+            store.persist(str(tmp / INDEX_STORE_FILE))
+            docstore = compact_docstore()  # persists the plain layout
+            ids = self.chunk_ids()
+            for start in range(0, len(ids), _PERSIST_SLICE):  # decoded nodes: a slice at a time
+                docstore.add_documents(self.get_chunks(ids[start : start + _PERSIST_SLICE]))
+            docstore.persist(str(tmp / DOCSTORE_FILE))
+            graph = self.graph  # once: a subclass may build it on demand
+            if graph is not None:
+                graph.save(tmp / GRAPH_FILE)
+            self._persist_state(tmp)
+
+    @classmethod
+    def load(
+        cls,
+        persist_dir: str | os.PathLike,
+        *,
+        embed_model: BaseEmbedding | None = None,
+        llm: LLM | None = None,
+        callback_manager: CallbackManager | None = None,
+        vector_store: BasePydanticVectorStore | None = None,
+        vector_namespace: str | None = None,
+        storage_context: StorageContext | None = None,
+        **settings: Any,
+    ):
+        """Load an index written by :meth:`persist` (format version checked).
+
+        The embedder must be the one the index was built with; the manifest
+        records its name, and a mismatch in dimension is an error.
+
+        Pass ``vector_store`` (connected to the same collection) to search the
+        external store again: rows it already holds are reused, missing or
+        stale tables are written from the folder. Without it the index searches
+        in memory, whatever it was built with.
+
+        Pass ``storage_context`` to keep the chunks in its docstore (any
+        LlamaIndex docstore: a ``SimpleDocumentStore`` persisted to a path,
+        DuckDB, Redis, MongoDB, Postgres, ...) instead of a fresh in-memory one;
+        chunks it lacks are copied into it from the folder.
+
+        ``settings`` are the method's own, over those stored with the index
+        (e.g. FG-RAG's ``property_graph_store``).
+        """
+        folder = Path(persist_dir)
+        manifest = read_manifest(folder, cls.index_kind, cls.format_version)
+        recorded = manifest.get("vector_store") or {}
+        if vector_namespace is None:
+            vector_namespace = recorded.get("namespace")
+        if recorded and vector_store is None:
+            logger.info(
+                "%s was built on %s; loading it without a vector store searches in memory",
+                folder,
+                recorded.get("class"),
+            )
+        saved = CompactDocumentStore(
+            simple_kvstore=CompactKVStore.from_persist_path(str(folder / DOCSTORE_FILE))
+        )
+        struct = SuiteIndexList(
+            nodes=list(manifest["chunk_ids"]), index_class=f"{cls.__module__}.{cls.__qualname__}"
+        )
+        if storage_context is None:
+            storage_context = compact_storage_context(docstore=saved)
+        else:
+            missing = [i for i in struct.nodes if not storage_context.docstore.document_exists(i)]
+            if missing:
+                logger.info("load: copying %d chunk(s) into the given docstore", len(missing))
+                storage_context.docstore.add_documents(saved.get_nodes(missing))
+        index = cls(
+            index_struct=struct,
+            storage_context=storage_context,
+            embed_model=embed_model,
+            llm=llm,
+            callback_manager=callback_manager,
+            vector_store=vector_store,
+            vector_namespace=vector_namespace,
+            **{**cls.config_before, **manifest.get("config", {}), **settings},
+        )
+        with index._lock:
+            if (folder / GRAPH_FILE).is_file():
+                index._graph = TypedGraph.load(folder / GRAPH_FILE)
+            index._load_state(folder, manifest)
+            index.llm_steps.load(manifest.get("llm_steps"))
+            index._attach_store()
+        return index
