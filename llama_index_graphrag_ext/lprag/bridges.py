@@ -21,13 +21,22 @@ With ``bridges=True`` the index uses them twice:
 
 Titles mentioned by very many chunks ("United States") are hubs rather than
 bridges and are skipped (``max_mentions``).
+
+Many hops, though, cross through an entity that has no page of its own in the
+corpus (a film's director named in two passages, neither titled after him), and
+corpora without titles (chat logs, tickets) have no title to name. With
+``bridge_links="entities"`` (or ``"both"``) two chunks are also linked when they
+name the same *rare* named entity (:func:`entity_links`: at most
+``max_chunks`` chunks name it), and the bridge query is the sentence of one that
+names it, linked to both. This is the issue's "a sentence that names another
+passage's key entity" link, found by spaCy's NER as CUE-RAG and ChainRAG find theirs.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -94,13 +103,45 @@ def title_mentions(
     return sorted(pairs)
 
 
+def entity_links(
+    entity_keys: Sequence[Collection[str]], *, max_chunks: int = 5, min_chars: int = 3
+) -> list[tuple[int, int, str]]:
+    """Triples ``(a, b, key)``: chunks ``a`` and ``b`` both name the rare entity ``key``.
+
+    Both directions are returned (each chunk can be the source of a bridge query).
+    When two chunks share several rare entities, the rarest names the pair (ties:
+    the alphabetically first), so each pair appears once per direction.
+
+    Args:
+        entity_keys: The normalised entity keys (`normalize_entity`) each chunk names.
+        max_chunks: Entities named by more chunks than this are hubs, not bridges.
+        min_chars: Shortest key considered (short ones are abbreviations or noise).
+    """
+    if max_chunks < 2:
+        raise ValueError("max_chunks must be >= 2 (a link needs two chunks)")
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for i, keys in enumerate(entity_keys):
+        for key in set(keys):
+            if len(key) >= min_chars:
+                by_key[key].append(i)
+    best: dict[tuple[int, int], tuple[int, str]] = {}
+    for key, chunks in by_key.items():
+        if not 2 <= len(chunks) <= max_chunks:
+            continue
+        for a in chunks:
+            for b in chunks:
+                if a != b and (len(chunks), key) < best.get((a, b), (max_chunks + 1, "")):
+                    best[(a, b)] = (len(chunks), key)
+    return sorted((a, b, key) for (a, b), (_, key) in best.items())
+
+
 def bridge_edges(
     pairs: Sequence[tuple[int, int]], matrix: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Undirected edges ``i < j`` for mention pairs, weighted by cosine (Eq. 5)."""
     if not pairs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-    arr = np.asarray(pairs, np.int64)
+    arr = np.asarray([(p[0], p[1]) for p in pairs], np.int64)
     lo, hi = np.minimum(arr[:, 0], arr[:, 1]), np.maximum(arr[:, 0], arr[:, 1])
     codes = np.unique(lo * len(matrix) + hi)
     rows, cols = codes // len(matrix), codes % len(matrix)
@@ -122,7 +163,7 @@ def union_edges(
 
 
 def bridge_queries(
-    pairs: Sequence[tuple[int, int]],
+    pairs: Sequence[tuple[int, int] | tuple[int, int, str]],
     titles: Sequence[str | None],
     sentences: Sequence[Sequence[str]],
     targets: Sequence[int],
@@ -134,11 +175,13 @@ def bridge_queries(
 ) -> list[tuple[str, list[int]]]:
     """Bridge (cross-passage) pseudo-queries of the target chunks that mention another chunk.
 
-    The query is the sentence of ``a`` that names ``b``'s title, cut to a window
-    of ``max_words`` words around the mention; it is linked to ``a`` and ``b``.
+    The query is the sentence of ``a`` that names ``b``'s title (or the entity the
+    pair shares), cut to a window of ``max_words`` words around the mention; it is
+    linked to ``a`` and ``b``.
 
     Args:
-        pairs: Mention pairs ``(a, b)`` from :func:`title_mentions`.
+        pairs: Mention pairs ``(a, b)`` from :func:`title_mentions` (the name is
+            ``titles[b]``), or ``(a, b, name)`` from :func:`entity_links`.
         titles: Title of each chunk.
         sentences: Sentences of each chunk, by chunk index.
         targets: The chunks ``a`` to write queries for.
@@ -153,9 +196,10 @@ def bridge_queries(
     """
     if per_source <= 0:
         raise ValueError("per_source must be > 0")
-    by_source: dict[int, list[int]] = defaultdict(list)
-    for a, b in pairs:
-        by_source[a].append(b)
+    by_source: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for pair in pairs:
+        a, b = int(pair[0]), int(pair[1])
+        by_source[a].append((b, pair[2] if len(pair) > 2 else titles[b] or ""))
     out = []
     for a in targets:
         options = by_source.get(int(a))
@@ -165,8 +209,8 @@ def bridge_queries(
             options = [
                 options[i] for i in sorted(rng.choice(len(options), per_source, replace=False))
             ]
-        for b in options:
-            query = _mention_window(sentences[a], _norm_words(titles[b] or ""), max_words, mask)
+        for b, name in options:
+            query = _mention_window(sentences[a], _norm_words(name), max_words, mask)
             if query:
                 out.append((query, [int(a), int(b)]))
     return out

@@ -1,8 +1,8 @@
 """The chunk-query link graph the index keeps (LP-RAG §3.3, Eqs. 4-5).
 
 Chunks are joined by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
-with ``bridges`` on, title-mention edges join them (:mod:`.bridges`, our
-addition). Query nodes are linked to every chunk of their batch (§3.2,
+with ``bridges`` on, title-mention or shared-entity edges join them
+(:mod:`.bridges`, our addition). Query nodes are linked to every chunk of their batch (§3.2,
 :mod:`.query_nodes`). From these the index assembles:
 
 * :func:`link_graph`: the training graph of the link predictor (§3.3; §3.4
@@ -21,12 +21,21 @@ import numpy as np
 
 from ..core.embeddings import knn_graph, mutual_knn_edges
 from ..core.graph import TypedGraph
-from .bridges import bridge_edges, title_mentions, union_edges
+from ..core.text import DEFAULT_ENTITY_LABELS, analyze_batch
+from .bridges import bridge_edges, entity_links, title_mentions, union_edges
 from .link_graph import LinkGraph
 from .query_table import QueryTable
 
 #: ``(rows, cols, weights)``: one entry per undirected chunk edge ``i < j``.
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+#: ``(source row, linked row, name)``: the source chunk names ``name``, which is the
+#: linked chunk's title or a rare entity both name (:mod:`.bridges`).
+Mention = tuple[int, int, str]
+
+#: What the bridges link by: titles (:func:`.title_mentions`), shared rare entities
+#: (:func:`.entity_links`) or both.
+BRIDGE_LINKS = ("titles", "entities", "both")
 
 
 def no_edges() -> Edges:
@@ -40,18 +49,50 @@ def similarity_edges(matrix: np.ndarray, k: int) -> Edges:
     return mutual_knn_edges(idx, sims)
 
 
-def add_bridges(
-    edges: Edges, matrix: np.ndarray, titles: Sequence[str | None], texts: Sequence[str]
-) -> tuple[Edges, list[tuple[int, int]], int]:
-    """``edges`` joined by title-mention edges (:mod:`.bridges`).
+def mention_pairs(
+    titles: Sequence[str | None],
+    texts: Sequence[str],
+    links: str = "titles",
+    entity_keys: Sequence[Sequence[str]] | None = None,
+    max_entity_chunks: int = 5,
+) -> list[Mention]:
+    """The bridge mentions of ``links`` (:data:`BRIDGE_LINKS`), one per ordered pair.
+
+    A pair linked both ways keeps its title (the entity names the same page).
+    ``entity_keys`` (each chunk's normalised entity keys) is needed unless
+    ``links == "titles"``.
+    """
+    if links not in BRIDGE_LINKS:
+        raise ValueError(f"bridge_links must be one of {BRIDGE_LINKS}, got {links!r}")
+    found: dict[tuple[int, int], str] = {}
+    if links in ("titles", "both"):
+        for a, b in title_mentions(titles, texts):
+            found[(a, b)] = titles[b] or ""
+    if links in ("entities", "both"):
+        if entity_keys is None:
+            raise ValueError("entity links need each chunk's entity keys")
+        for a, b, key in entity_links(entity_keys, max_chunks=max_entity_chunks):
+            found.setdefault((a, b), key)
+    return [(a, b, name) for (a, b), name in sorted(found.items())]
+
+
+def entity_keys(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's normalised named-entity keys (spaCy NER, rule sentences: no parser).
+
+    Served from the shared parse cache when a composition built the same parse.
+    """
+    analyses = analyze_batch(texts, labels=DEFAULT_ENTITY_LABELS, sentences="rule")
+    return [[e.key for e in a.entities] for a in analyses]
+
+
+def add_bridges(edges: Edges, matrix: np.ndarray, mentions: Sequence[Mention]) -> tuple[Edges, int]:
+    """``edges`` joined by the mentions' edges (:mod:`.bridges`).
 
     Returns:
-        The union, the mention pairs ``(mentioning row, titled row)`` and how
-        many mention edges there were before the union.
+        The union and how many mention edges there were before the union.
     """
-    mentions = title_mentions(titles, texts)
     extra = bridge_edges(mentions, matrix)
-    return union_edges(edges, extra, len(matrix)), mentions, int(len(extra[0]))
+    return union_edges(edges, extra, len(matrix)), int(len(extra[0]))
 
 
 def link_graph(

@@ -37,7 +37,17 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.llm import LLMSettings, UsageMeter
 from ..core.vectors import InMemoryVectorTable
-from .chunk_graph import add_bridges, link_graph, no_edges, similarity_edges, typed_graph
+from .chunk_graph import (
+    BRIDGE_LINKS,
+    Mention,
+    add_bridges,
+    entity_keys,
+    link_graph,
+    mention_pairs,
+    no_edges,
+    similarity_edges,
+    typed_graph,
+)
 from .models import (
     PREDICTORS,
     ChunkStructure,
@@ -104,6 +114,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
       mutual-kNN edges, so messages pass only along title links;
       ``bridge_mask`` drops the mentioned title from a bridge query;
       ``bridges_per_chunk`` bounds the bridge queries of one chunk (1);
+      ``bridge_links``: what a bridge links by, ``titles`` (the default), ``entities``
+      (two chunks naming the same named entity, one that at most
+      ``bridge_entity_chunks`` = 5 chunks name: spaCy's NER) or ``both``. Off the
+      presets: on the dev sets entity links raised recall@10 but not recall@5, and
+      lowered recall@2 (docs/methods/lprag.md);
       ``on_no_title_links``: with ``knn_edges=False`` and no chunk naming another's
       title (no titles, or titles nobody mentions), ``none`` (the default) trains
       and scores with no chunk-chunk edge, ``knn`` falls back to the paper's
@@ -141,6 +156,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         knn_edges: bool = True,
         bridge_mask: bool = False,
         bridges_per_chunk: int = 1,
+        bridge_links: str = "titles",
+        bridge_entity_chunks: int = 5,
         on_no_title_links: str = "none",
         hidden: int = 256,
         layers: int = 1,
@@ -182,6 +199,10 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                 raise ValueError(f"{name} must be > 0, got {value}")
         if not knn_edges and not bridges:
             raise ValueError("knn_edges=False needs bridges=True (the graph would have no edges)")
+        if bridge_links not in BRIDGE_LINKS:
+            raise ValueError(f"bridge_links must be one of {BRIDGE_LINKS}, got {bridge_links!r}")
+        if bridge_entity_chunks < 2:
+            raise ValueError("bridge_entity_chunks must be >= 2 (a link needs two chunks)")
         if on_no_title_links not in NO_TITLE_LINKS:
             raise ValueError(f"on_no_title_links must be one of {NO_TITLE_LINKS}")
         if max_llm_batches is not None and max_llm_batches < 0:
@@ -198,6 +219,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             "knn_edges": bool(knn_edges),
             "bridge_mask": bool(bridge_mask),
             "bridges_per_chunk": int(bridges_per_chunk),
+            "bridge_links": bridge_links,
+            "bridge_entity_chunks": int(bridge_entity_chunks),
             "on_no_title_links": on_no_title_links,
             "update_policy": update_policy,
             "finetune_epochs": finetune_epochs,
@@ -237,7 +260,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self.build_stats: dict[str, Any] = {}
         self._rng = np.random.default_rng(seed)
         self._graph = TypedGraph()
-        self._mentions: list[tuple[int, int]] = []
+        self._mentions: list[Mention] = []
 
     def config(self) -> dict[str, Any]:
         """Settings stored in the manifest (and passed back on load)."""
@@ -338,7 +361,12 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._mentions = []
         if self._settings["bridges"] and len(matrix):
             titles, texts = self._titles_and_texts(new_nodes)
-            self._edges, self._mentions, added = add_bridges(self._edges, matrix, titles, texts)
+            links = self._settings.get("bridge_links", "titles")
+            keys = None if links == "titles" else entity_keys(texts)
+            self._mentions = mention_pairs(
+                titles, texts, links, keys, int(self._settings.get("bridge_entity_chunks", 5))
+            )
+            self._edges, added = add_bridges(self._edges, matrix, self._mentions)
             self.build_stats["bridge_pairs"] = len(self._mentions)
             self.build_stats["bridge_edges"] = added
             self.build_stats.pop("graph_fallback", None)
@@ -346,10 +374,12 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                 self._no_title_links(matrix, sum(1 for t in titles if t))
 
     def _no_title_links(self, matrix: np.ndarray, titled: int) -> None:
-        """No title link at all: messages would have no edge to pass along (module docs)."""
+        """No bridge link at all: messages would have no edge to pass along (module docs)."""
+        links = self._settings.get("bridge_links", "titles")
+        shared = "" if links == "titles" else " or shares a rare entity with it"
         why = (
-            f"LP-RAG: knn_edges=False, but no chunk names another chunk's title "
-            f"({titled} of {len(matrix)} chunks have a title)"
+            f"LP-RAG: knn_edges=False, but no chunk names another chunk's title{shared} "
+            f"({titled} of {len(matrix)} chunks have a title; bridge_links={links!r})"
         )
         policy = self._settings.get("on_no_title_links", "none")
         if policy == "raise":

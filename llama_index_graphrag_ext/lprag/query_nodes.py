@@ -168,7 +168,7 @@ class QueryNodeWriter:
         index = self._index
         if not (self._settings["bridges"] and getattr(index, "_mentions", None)):
             return []
-        sources = sorted({a for a, _ in index._mentions} & set(targets))
+        sources = sorted({m[0] for m in index._mentions} & set(targets))
         titles, _ = index._titles_and_texts(())
         sents = dict(zip(sources, chunk_sentences([texts[i] for i in sources], nlp), strict=True))
         return bridge_queries(

@@ -184,3 +184,31 @@ def test_no_title_link_leaves_the_chunk_graph_without_edges_by_default(bow_embed
     assert older.config()["on_no_title_links"] == "knn"
     with pytest.raises(ValueError, match="on_no_title_links"):
         ChunkQueryLinkIndex.from_documents(docs, embed_model=bow_embed, on_no_title_links="drop")
+
+
+def test_entity_links_make_the_graph_of_a_corpus_without_titles(bow_embed, caplog):
+    docs = [Document(id_=t, text=v) for t, v in PAGES.items()]  # no title metadata
+    index = ChunkQueryLinkIndex.from_documents(
+        docs, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        bridges=True, knn_edges=False, bridge_mask=True, bridges_per_chunk=3,
+        bridge_links="entities", bridge_entity_chunks=3, **SMALL,
+    )  # fmt: skip
+    ids = index.chunk_ids()
+    doc = {n.node_id: n.ref_doc_id for n in index.get_chunks(ids)}
+    rows, cols, _ = index._edges
+    edges = {frozenset((doc[ids[a]], doc[ids[b]])) for a, b in zip(rows, cols, strict=True)}
+    # Song X and Rome name Ann Lee; Ann Lee, Oslo and Bo Berg name Oslo; ...
+    assert frozenset(("Song X", "Rome")) in edges and frozenset(("Oslo", "Bo Berg")) in edges
+    assert not any("Green tea" in e for e in edges)  # names nothing another chunk names
+    assert "graph_fallback" not in index.build_stats
+    bridge = [q for q in index.queries() if q["origin"] == "bridge"]
+    assert bridge and len(bridge) == index.build_stats["bridge_queries"]
+    assert index.config()["bridge_links"] == "entities"
+    # With titles only, the same corpus has no link at all: the counted fallback.
+    plain = ChunkQueryLinkIndex.from_documents(
+        docs, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        bridges=True, knn_edges=False, **SMALL,
+    )  # fmt: skip
+    assert plain.build_stats["graph_fallback"] == "no edges: no title links"
+    with pytest.raises(ValueError, match="bridge_links"):
+        ChunkQueryLinkIndex(embed_model=bow_embed, bridges=True, bridge_links="pages")

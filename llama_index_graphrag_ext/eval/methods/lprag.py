@@ -14,6 +14,8 @@ Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`llama_index_graphrag_ext.lprag.bridges`) and
 ``knn`` (``false``: messages pass along title links only), ``mask`` (bridge
 queries without the mentioned title), ``per_chunk`` (bridge queries per chunk),
+``links`` (``titles`` / ``entities`` / ``both``: the index's ``bridge_links``),
+``entity_chunks`` (its ``bridge_entity_chunks``),
 ``no_title_links`` (``none`` / ``knn`` / ``raise``: the index's
 ``on_no_title_links``), ``prior`` (the retriever's ``cosine_prior``: a weight, or ``std`` for the
 parameter-free ``"standardized"`` fusion) and ``candidates`` (the retriever's
@@ -111,6 +113,8 @@ def _settings(ctx: BenchContext) -> dict[str, Any]:
         "knn_edges": opt("knn", True),
         "bridge_mask": opt("mask", False),
         "bridges_per_chunk": opt("per_chunk", 1),
+        "bridge_links": opt("links", "titles"),
+        "bridge_entity_chunks": opt("entity_chunks", 5),
         "on_no_title_links": opt("no_title_links", "none"),
         "seed": opt("seed", 0),
         "threads": opt("threads", 2),
