@@ -5,8 +5,8 @@
 1. Build QCG-RAG (sentence nodes), CUE-RAG (alpha = 0) and FG-RAG (co-occurrence
    graph) over the same passages with one ``SharedResources``: one cached
    embedder (a text embedded once serves every index) and one spaCy parse cache
-   (here each method parses its own way: CUE-RAG splits sentences by rules and
-   runs NER alone, FG-RAG uses the parser).
+   (CUE-RAG and FG-RAG both split sentences by rules and run NER alone, so
+   FG-RAG reuses CUE-RAG's parses).
 2. Fuse QCG-RAG, CUE-RAG and BM25 with LlamaIndex's ``QueryFusionRetriever``
    (reciprocal-rank fusion); each fused passage says which retriever put it there.
 3. Route questions with LlamaIndex's ``RouterQueryEngine`` and the LLM-free
@@ -58,7 +58,8 @@ def main() -> None:
         )
         fg = FGRAGIndex.from_documents(
             documents,
-            kg_extractors=[CooccurrenceExtractor()],
+            # Rule sentences, as CUE-RAG's: FG-RAG reuses CUE-RAG's spaCy parses.
+            kg_extractors=[CooccurrenceExtractor(sentence_splitter="rule")],
             embed_model=shared.embed_model,
             transformations=[PassageParser()],
         )

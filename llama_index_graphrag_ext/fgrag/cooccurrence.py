@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from itertools import combinations
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.graph_stores.types import EntityNode, Relation
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
@@ -53,6 +53,14 @@ class CooccurrenceExtractor(TransformComponent):
         default=None, description="spaCy pipeline name; the suite's fallback chain when None."
     )
     batch_size: int = Field(default=64, gt=0, description="Texts per spaCy batch.")
+    sentence_splitter: Literal["rule", "model"] = Field(
+        default="model",
+        description=(
+            "The co-occurrence scope: sentences by spaCy's parser, or by punctuation rules "
+            "(spaCy then runs NER only: a cheaper pass, and the parse CUE-RAG's default "
+            "extractor makes, so a composition shares it). Noun chunks need the parser."
+        ),
+    )
     include_noun_chunks: bool = Field(
         default=False,
         description=(
@@ -73,7 +81,9 @@ class CooccurrenceExtractor(TransformComponent):
         if self.include_noun_chunks:
             analyses = _analyze_with_noun_chunks(texts, nlp, self.batch_size)
         else:
-            analyses = analyze_batch(texts, nlp, batch_size=self.batch_size)
+            analyses = analyze_batch(
+                texts, nlp, batch_size=self.batch_size, sentences=self.sentence_splitter
+            )
         for node, analysis in zip(nodes, analyses, strict=True):
             entities, relations = self.graph_of(analysis)
             _attach(node, entities, relations)

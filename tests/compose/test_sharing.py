@@ -17,6 +17,8 @@ from llama_index_graphrag_ext.core.text import (
     shared_parses,
 )
 from llama_index_graphrag_ext.cue import MultiPartiteIndex
+from llama_index_graphrag_ext.fgrag import FGRAGIndex
+from llama_index_graphrag_ext.fgrag.extract import CooccurrenceExtractor
 
 DOCS = [
     Document(id_="curie", text="Marie Curie studied radioactivity in Paris. She won in 1911."),
@@ -108,6 +110,32 @@ def test_a_parse_is_reused_only_with_the_same_sentence_splitter(bow_embed):
         )  # the parser's sentences
     assert shared.stats()["parse_misses"] == 2 * len(DOCS)
     assert shared.stats()["parse_hits"] == 0
+
+
+def test_fgrag_with_rule_sentences_reuses_cue_rags_parses(bow_embed):
+    def entities(index):
+        return sorted(index.graph_snapshot().names)
+
+    shared = SharedResources(bow_embed)
+    with shared.sharing():
+        MultiPartiteIndex.from_documents(
+            DOCS, embed_model=shared.embed_model, transformations=[PassageParser()], alpha=0.0
+        )
+        fg = FGRAGIndex.from_documents(
+            DOCS,
+            embed_model=shared.embed_model,
+            transformations=[PassageParser()],
+            kg_extractors=[CooccurrenceExtractor(sentence_splitter="rule")],
+        )
+    assert shared.stats()["parse_hits"] == len(DOCS)
+    # The same NER either way: the splitter changes sentence scopes, not the entities.
+    parsed = FGRAGIndex.from_documents(
+        DOCS,
+        embed_model=bow_embed,
+        transformations=[PassageParser()],
+        kg_extractors=[CooccurrenceExtractor(sentence_splitter="model")],
+    )
+    assert entities(fg) == entities(parsed) and entities(fg)
 
 
 def test_llm_cache_location(bow_embed, tmp_path):

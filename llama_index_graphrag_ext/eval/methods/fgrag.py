@@ -13,7 +13,8 @@ Options (``--set key=value``): ``top_n``, ``strong_top_n``,
 ``description_budget``, ``per_entity``, ``max_depth``, ``max_query_entities``,
 ``include_query`` (bool), ``use_strong`` (bool), ``chunk_ranking``
 (``combined`` / ``evidence``), ``evidence_weight``, ``fill`` (``similarity`` /
-``none`` / ``raise``). Each benchmark passage is one
+``none`` / ``raise``), ``sentence_splitter`` (``rule`` / ``model``: the
+co-occurrence extractor's). Each benchmark passage is one
 chunk (the runner's convention), not the paper's 1200-token chunks.
 """
 
@@ -77,7 +78,8 @@ def _build(
     "FG-RAG: spaCy co-occurrence graph, context-aware entity expansion, chunks by description",
 )
 def build_fgrag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    return _build(documents, ctx, CooccurrenceExtractor())[0]
+    splitter = ctx.option("sentence_splitter", CooccurrenceExtractor().sentence_splitter)
+    return _build(documents, ctx, CooccurrenceExtractor(sentence_splitter=splitter))[0]
 
 
 @register_method(
