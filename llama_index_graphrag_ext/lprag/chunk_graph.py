@@ -85,6 +85,26 @@ def entity_keys(texts: Sequence[str]) -> list[list[str]]:
     return [[e.key for e in a.entities] for a in analyses]
 
 
+class ChunkEntityKeys:
+    """:func:`entity_keys` by chunk id, kept between relinks (not persisted).
+
+    An insert relinks the whole corpus; only the chunks not seen before are
+    parsed again, and chunks no longer in the index are forgotten.
+    """
+
+    def __init__(self) -> None:
+        self._keys: dict[str, list[str]] = {}
+
+    def of(self, ids: Sequence[str], texts: Sequence[str]) -> list[list[str]]:
+        """The keys of each chunk ``ids[i]`` (text ``texts[i]``), in order."""
+        new = [i for i, cid in enumerate(ids) if cid not in self._keys]
+        found = entity_keys([texts[i] for i in new]) if new else []
+        known = {cid: self._keys[cid] for cid in ids if cid in self._keys}
+        known.update((ids[i], keys) for i, keys in zip(new, found, strict=True))
+        self._keys = known
+        return [known[cid] for cid in ids]
+
+
 def add_bridges(edges: Edges, matrix: np.ndarray, mentions: Sequence[Mention]) -> tuple[Edges, int]:
     """``edges`` joined by the mentions' edges (:mod:`.bridges`).
 

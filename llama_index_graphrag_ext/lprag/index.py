@@ -39,9 +39,9 @@ from ..core.llm import LLMSettings, UsageMeter
 from ..core.vectors import InMemoryVectorTable
 from .chunk_graph import (
     BRIDGE_LINKS,
+    ChunkEntityKeys,
     Mention,
     add_bridges,
-    entity_keys,
     link_graph,
     mention_pairs,
     no_edges,
@@ -261,6 +261,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._rng = np.random.default_rng(seed)
         self._graph = TypedGraph()
         self._mentions: list[Mention] = []
+        self._entity_keys = ChunkEntityKeys()
 
     def config(self) -> dict[str, Any]:
         """Settings stored in the manifest (and passed back on load)."""
@@ -362,7 +363,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         if self._settings["bridges"] and len(matrix):
             titles, texts = self._titles_and_texts(new_nodes)
             links = self._settings.get("bridge_links", "titles")
-            keys = None if links == "titles" else entity_keys(texts)
+            keys = None if links == "titles" else self._entity_keys.of(self._chunks.ids, texts)
             self._mentions = mention_pairs(
                 titles, texts, links, keys, int(self._settings.get("bridge_entity_chunks", 5))
             )

@@ -212,3 +212,24 @@ def test_entity_links_make_the_graph_of_a_corpus_without_titles(bow_embed, caplo
     assert plain.build_stats["graph_fallback"] == "no edges: no title links"
     with pytest.raises(ValueError, match="bridge_links"):
         ChunkQueryLinkIndex(embed_model=bow_embed, bridges=True, bridge_links="pages")
+
+
+def test_entity_links_after_an_insert_parse_only_the_new_chunk(bow_embed, monkeypatch):
+    from llama_index_graphrag_ext.lprag import chunk_graph
+
+    parsed: list[int] = []
+    real = chunk_graph.entity_keys
+    monkeypatch.setattr(chunk_graph, "entity_keys", lambda t: parsed.append(len(t)) or real(t))
+    docs = [Document(id_=t, text=v) for t, v in PAGES.items()]
+    index = ChunkQueryLinkIndex.from_documents(
+        docs[:5], embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        bridges=True, knn_edges=False, bridge_links="entities", update_policy="none", **SMALL,
+    )  # fmt: skip
+    before = index.build_stats["bridge_edges"]
+    index.insert_nodes(PassageParser().get_nodes_from_documents(docs[5:]))  # Rome
+    assert parsed == [5, 1]
+    assert index.build_stats["bridge_edges"] > before  # Rome names Ann Lee, as Song X does
+    index.delete_ref_doc("Song X")
+    assert parsed == [5, 1]  # a removal relinks the rest without parsing them again
+    rows, cols, _ = index._edges
+    assert len(rows) and "Song X" not in {n.ref_doc_id for n in index.get_chunks(index.chunk_ids())}
