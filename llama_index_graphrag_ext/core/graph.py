@@ -35,7 +35,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -60,7 +59,7 @@ def _check_id(node_id: object) -> None:
         raise TypeError(f"node ids must be str, got {type(node_id).__name__}: {node_id!r}")
 
 
-class TypedGraph:
+class TypedGraph(graph_format.GraphFiles):
     """Undirected graph with typed nodes and typed, optionally weighted edges.
 
     Node ids are strings. Each node has exactly one kind, fixed when it is first
@@ -429,48 +428,6 @@ class TypedGraph:
             "node_kinds": {k: len(self._by_kind[k]) for k in sorted(self._by_kind)},
             "edge_kinds": {k: self._edge_counts[k] for k in sorted(self._edge_counts)},
         }
-
-    # ------------------------------------------------------------ persistence
-    # The layout and the file handling live in `graph_format`; these methods are
-    # the names the indexes and ``graphrag-ext viz`` call.
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the compact, JSON-ready form (layout: `graph_format`)."""
-        return graph_format.encode(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TypedGraph:
-        """Rebuild a graph from `to_dict` output.
-
-        Raises:
-            ValueError: If the format is unknown, the version newer than this
-                code, or the arrays are inconsistent.
-        """
-        return graph_format.decode(d, cls)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the graph to one JSON file (gzip-compressed if the name ends in ``.gz``).
-
-        The file is written in place; atomic directory writes are the caller's
-        job (see ``core.persist``).
-
-        Raises:
-            TypeError: If an attribute is not JSON-serialisable.
-        """
-        graph_format.write(self.to_dict(), path)
-        logger.debug(
-            "saved graph (%d nodes, %d edges) to %s", self.num_nodes(), self.num_edges(), path
-        )
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TypedGraph:
-        """Read a graph written by `save` (gzip is detected from the content).
-
-        Raises:
-            FileNotFoundError: If the file does not exist.
-            ValueError: If the file is not a typed graph of a supported version.
-        """
-        return cls.from_dict(graph_format.read(path))
 
     # ---------------------------------------------------------------- helpers
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -37,7 +38,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .graph import TypedGraph
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "decode", "encode", "read", "write"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "GraphFiles", "decode", "encode", "read", "write"]
+
+logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "llama-index-graphrag-ext/typed-graph"
 """Value of the ``format`` field written by `encode`."""
@@ -182,3 +185,48 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
         return json.loads(raw.decode("utf-8", errors="surrogatepass"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not a JSON typed graph ({exc})") from exc
+
+
+class GraphFiles:
+    """`TypedGraph`'s persistence methods: the names the indexes and ``graphrag-ext viz`` call.
+
+    Mixed into `TypedGraph`; the layout and the file handling are this module's.
+    """
+
+    def to_dict(self: TypedGraph) -> dict[str, Any]:
+        """Return the compact, JSON-ready form (layout: this module's)."""
+        return encode(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TypedGraph:
+        """Rebuild a graph from `to_dict` output.
+
+        Raises:
+            ValueError: If the format is unknown, the version newer than this
+                code, or the arrays are inconsistent.
+        """
+        return decode(d, cls)
+
+    def save(self: TypedGraph, path: str | os.PathLike[str]) -> None:
+        """Write the graph to one JSON file (gzip-compressed if the name ends in ``.gz``).
+
+        The file is written in place; atomic directory writes are the caller's
+        job (see ``core.persist``).
+
+        Raises:
+            TypeError: If an attribute is not JSON-serialisable.
+        """
+        write(self.to_dict(), path)
+        logger.debug(
+            "saved graph (%d nodes, %d edges) to %s", self.num_nodes(), self.num_edges(), path
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TypedGraph:
+        """Read a graph written by `save` (gzip is detected from the content).
+
+        Raises:
+            FileNotFoundError: If the file does not exist.
+            ValueError: If the file is not a typed graph of a supported version.
+        """
+        return cls.from_dict(read(path))
