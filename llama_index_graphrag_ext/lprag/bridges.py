@@ -136,9 +136,10 @@ def entity_links(
 
 
 def bridge_edges(
-    pairs: Sequence[tuple[int, int]], matrix: np.ndarray
+    pairs: Sequence[tuple[int, int] | tuple[int, int, str]], matrix: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Undirected edges ``i < j`` for mention pairs, weighted by cosine (Eq. 5)."""
+    """Undirected edges ``i < j`` for mention pairs (a name, if any, is ignored),
+    weighted by cosine (Eq. 5)."""
     if not pairs:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
     arr = np.asarray([(p[0], p[1]) for p in pairs], np.int64)

@@ -2,8 +2,8 @@
 
 Chunks are joined by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
 with ``bridges`` on, title-mention or shared-entity edges join them
-(:mod:`.bridges`, our addition). Query nodes are linked to every chunk of their batch (§3.2,
-:mod:`.query_nodes`). From these the index assembles:
+(:mod:`.bridges`, our addition). Query nodes are linked to every chunk of
+their batch (§3.2, :mod:`.query_nodes`). From these the index assembles:
 
 * :func:`link_graph`: the training graph of the link predictor (§3.3; §3.4
   trains on it, :mod:`.training`), each query node attached for messages to

@@ -78,7 +78,8 @@ def _build(
     "FG-RAG: spaCy co-occurrence graph, context-aware entity expansion, chunks by description",
 )
 def build_fgrag(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
-    splitter = ctx.option("sentence_splitter", CooccurrenceExtractor().sentence_splitter)
+    default = CooccurrenceExtractor.model_fields["sentence_splitter"].default
+    splitter = ctx.option("sentence_splitter", default)
     return _build(documents, ctx, CooccurrenceExtractor(sentence_splitter=splitter))[0]
 
 
