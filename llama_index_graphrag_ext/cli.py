@@ -53,6 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         limit=args.limit,
         max_passages=args.max_passages,
         no_titles=args.no_titles,
+        join_passages=args.join_passages,
         answer=args.answer,
         top_k=args.top_k,
         options=_parse_sets(args.set),
@@ -281,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-titles",
         action="store_true",
         help="drop every passage's title (a corpus whose passages nobody names)",
+    )
+    bench.add_argument(
+        "--join-passages",
+        type=int,
+        metavar="N",
+        help="join the passages N at a time (shuffled, seed 0) into long untitled documents; "
+        "gold becomes the documents holding the gold passages",
     )
     bench.add_argument("--answer", action="store_true", help="also answer (EM, F1, Acc)")
     bench.add_argument("--top-k", type=int, default=10, help="passages retrieved per question")

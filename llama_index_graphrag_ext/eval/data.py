@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,39 @@ class Benchmark:
         """
         passages = [Passage(p.id, "", p.text) for p in self.passages]
         return Benchmark(f"{self.name}-no-titles", passages, list(self.questions), dict(self.meta))
+
+    def joined(self, per_document: int, seed: int = 0) -> Benchmark:
+        """The same questions over long documents, ``per_document`` passages each
+        (``<name>-joined<N>``).
+
+        What a corpus of long, many-topic documents (chat sessions, meeting
+        notes, reports) looks like: the passages are shuffled (``seed``) and
+        joined ``per_document`` at a time into one untitled document, each
+        passage a paragraph ``"title: text"``. A question's gold becomes the
+        documents holding its gold passages. Most documents are then longer than
+        a small embedder's window, and what a question asks sits anywhere in them.
+
+        Raises:
+            ValueError: ``per_document`` is below 2.
+        """
+        if per_document < 2:
+            raise ValueError("per_document must be at least 2 (1 is the set itself)")
+        order = list(self.passages)
+        random.Random(seed).shuffle(order)
+        documents, home = [], {}
+        for start in range(0, len(order), per_document):
+            group = order[start : start + per_document]
+            doc_id = f"{self.name}-doc{start // per_document}"
+            for p in group:
+                home[p.id] = doc_id
+            body = "\n\n".join(f"{p.title}: {p.text}" if p.title else p.text for p in group)
+            documents.append(Passage(doc_id, "", body))
+        questions = [
+            replace(q, gold_ids=tuple(dict.fromkeys(home[g] for g in q.gold_ids)))
+            for q in self.questions
+        ]
+        meta = {**self.meta, "joined": {"per_document": per_document, "seed": seed}}
+        return Benchmark(f"{self.name}-joined{per_document}", documents, questions, meta)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -60,9 +60,11 @@ def reproduce_command(report: dict[str, Any]) -> str:
     if report["questions"] < run.get("corpus_questions", report["questions"]):
         parts.append(f"--limit {report['questions']}")
     if run.get("sampled"):
-        parts.append(f"--max-passages {report['passages']}")
+        parts.append(f"--max-passages {run.get('sample_passages', report['passages'])}")
     if run.get("titles_dropped"):
         parts.append("--no-titles")
+    if run.get("passages_joined"):
+        parts.append(f"--join-passages {run['passages_joined']}")
     if run.get("top_k", 10) != 10:
         parts.append(f"--top-k {run['top_k']}")
     if run.get("answer"):
@@ -114,7 +116,12 @@ def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
         f"{report['questions']} questions",
         f"{report['passages']} passages"
         + (" (corpus sample)" if run.get("sampled") else "")
-        + (", titles dropped" if run.get("titles_dropped") else ""),
+        + (", titles dropped" if run.get("titles_dropped") else "")
+        + (
+            f", each a document of {run['passages_joined']} joined passages"
+            if run.get("passages_joined")
+            else ""
+        ),
         f"embedder {run.get('embed_model', '?')}",
         f"{run.get('cpus', '?')} CPUs",
         f"started {run.get('started', '?')}",

@@ -102,6 +102,7 @@ class RunConfig:
     limit: int | None = None
     max_passages: int | None = None
     no_titles: bool = False
+    join_passages: int | None = None
     answer: bool = False
     top_k: int = 10
     options: dict[str, str] = field(default_factory=dict)
@@ -257,8 +258,12 @@ def _run(
 ) -> dict[str, Any]:
     full = load_benchmark(config.data)
     bench: Benchmark = full.subset(config.limit, config.max_passages)
+    sampled = len(bench.passages) < len(full.passages)  # before any joining
+    sample_size = len(bench.passages)
     if config.no_titles:
         bench = bench.without_titles()
+    if config.join_passages:
+        bench = bench.joined(config.join_passages)
     specs = [(name, *registry.resolve(name)) for name in config.methods]  # fail fast on typos
 
     load_start = time.perf_counter()
@@ -287,8 +292,10 @@ def _run(
             "data": str(config.data),
             "corpus_passages": len(full.passages),
             "corpus_questions": len(full.questions),
-            "sampled": len(bench.passages) < len(full.passages),
+            "sampled": sampled,
+            "sample_passages": sample_size,
             "titles_dropped": config.no_titles,
+            "passages_joined": config.join_passages,
             "top_k": config.top_k,
             "answer": config.answer,
             "options": config.options,

@@ -55,3 +55,26 @@ def test_bad_folders_give_clear_errors(tmp_path):
     (broken / "questions.jsonl").write_text('{"id": 1\n')
     with pytest.raises(ValueError, match="questions.jsonl:1"):
         load_benchmark(broken)
+
+
+def test_joined_makes_long_untitled_documents_and_maps_gold(tmp_path):
+    bench = load_benchmark(_write(tmp_path / "b", CORPUS, QUESTIONS))
+    joined = bench.joined(4)
+    assert joined.name == "b-joined4" and [len(p.text.split("\n\n")) for p in joined.passages] == [
+        4,
+        2,
+    ]
+    assert all(not p.title for p in joined.passages)
+    # Every passage lands in exactly one document, as a "title: text" paragraph.
+    paragraphs = [para for p in joined.passages for para in p.text.split("\n\n")]
+    assert sorted(paragraphs) == sorted(f"T{i}: text {i}" for i in range(6))
+    home = {para: p.id for p in joined.passages for para in p.text.split("\n\n")}
+    q1, q2 = joined.questions
+    assert q1.gold_ids == tuple(dict.fromkeys([home["T4: text 4"], home["T5: text 5"]]))
+    assert q2.gold_ids == (home["T0: text 0"],)
+    assert joined.meta["joined"] == {"per_document": 4, "seed": 0}
+    # The same seed joins the same way; another seed shuffles otherwise.
+    assert [p.text for p in bench.joined(4).passages] == [p.text for p in joined.passages]
+    assert {p.text for p in bench.joined(4, seed=1).passages} != {p.text for p in joined.passages}
+    with pytest.raises(ValueError, match="at least 2"):
+        bench.joined(1)

@@ -65,6 +65,16 @@ def test_a_run_without_titles_says_so_and_reproduces():
     assert "titles dropped" in page
 
 
+def test_a_run_over_joined_passages_says_so_and_reproduces():
+    report = _report(passages_joined=8, sample_passages=320)
+    command = reproduce_command(report).replace("\\\n", " ").split()
+    args = build_parser().parse_args(command[1:])
+    # The sample is drawn before joining: its size, not the documents', reproduces it.
+    assert args.join_passages == 8 and args.max_passages == 320
+    page = render_section(Path("01-run.json"), report, None)
+    assert "each a document of 8 joined passages" in page
+
+
 def test_section_shows_table_facts_and_plot(tmp_path):
     path = tmp_path / "01-run.json"
     path.write_text(json.dumps({**_report(), "title": "A run", "note": "Bounded."}))

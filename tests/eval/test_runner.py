@@ -118,6 +118,31 @@ def test_runner_can_drop_titles_and_says_so(musique_slice, settings_embed):
     assert report["run"]["titles_dropped"] is True
 
 
+def test_runner_can_join_passages_into_long_documents(musique_slice, settings_embed):
+    seen = []
+
+    def docs(documents, ctx):
+        seen.extend(documents)
+        return BenchSystem(BM25Retriever.from_documents(documents))
+
+    registry = MethodRegistry()
+    registry.register(MethodSpec("docs", "llm-free", docs))
+    config = RunConfig(
+        data=str(musique_slice), methods=["docs"], join_passages=6, show_progress=False
+    )
+    report = run_benchmark(config, registry)
+    assert len(seen) == 10 and report["passages"] == 10
+    assert report["bench"] == f"{musique_slice.name}-joined6"
+    assert report["run"]["passages_joined"] == 6 and report["run"]["sampled"] is False
+    # Gold is the documents holding the gold passages: a gold passage's words rank its
+    # document, and the rankings are of document ids.
+    ranked = [o["ranked"] for o in report["methods"]["docs"]["per_question"]]
+    assert all(
+        r and all(d.startswith(report["bench"].rsplit("-", 1)[0]) for d in r) for r in ranked
+    )
+    assert report["methods"]["docs"]["recall@2"] > 0.5
+
+
 def test_runner_records_a_failing_method_and_goes_on(musique_slice, settings_embed):
     registry = MethodRegistry()
 
