@@ -1,4 +1,5 @@
-"""Registers the reference methods: ``dense``, ``bm25`` and LlamaIndex's hybrid ``li-hybrid``."""
+"""Registers the reference methods: ``dense``, ``dense-sentences``, ``bm25`` and LlamaIndex's
+hybrid ``li-hybrid``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ from collections.abc import Sequence
 
 from llama_index.core.schema import Document
 
-from ...baselines import BM25Retriever, DenseRetriever, build_dense_index, llama_index_hybrid
+from ...baselines import (
+    BM25Retriever,
+    DenseRetriever,
+    build_dense_index,
+    build_sentence_index,
+    llama_index_hybrid,
+)
 from ..registry import BenchContext, BenchSystem, register_method
 
 
@@ -14,6 +21,26 @@ from ..registry import BenchContext, BenchSystem, register_method
 def build_dense(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
     index = build_dense_index(documents, ctx.embed_model, show_progress=ctx.show_progress)
     return BenchSystem(retriever=DenseRetriever(index, similarity_top_k=ctx.top_k))
+
+
+#: Sentences retrieved per passage asked for: the runner ranks passages by their
+#: first sentence in the list, and a passage's sentences come in runs.
+_SENTENCES_PER_PASSAGE = 5
+
+
+@register_method(
+    "dense-sentences",
+    "llm-free",
+    "LlamaIndex SentenceWindowNodeParser nodes in a VectorStoreIndex: a passage ranks "
+    "by its best sentence",
+)
+def build_dense_sentences(documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    index = build_sentence_index(documents, ctx.embed_model, show_progress=ctx.show_progress)
+    top = ctx.option("sentences_per_passage", _SENTENCES_PER_PASSAGE) * ctx.top_k
+    return BenchSystem(
+        retriever=DenseRetriever(index, similarity_top_k=top),
+        info={"sentences": len(index.index_struct.nodes_dict), "sentences_retrieved": top},
+    )
 
 
 @register_method("bm25", "llm-free", "Okapi BM25 (k1=1.5, b=0.75) over title and text")

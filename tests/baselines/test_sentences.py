@@ -1,0 +1,57 @@
+"""The sentence-level dense reference (baselines/sentences.py): a long document is
+found by the one sentence that answers, which its pooled vector drowns."""
+
+from __future__ import annotations
+
+from llama_index.core.schema import Document
+
+from llama_index_graphrag_ext.baselines import DenseRetriever, build_sentence_index
+from llama_index_graphrag_ext.core.nodes import dedupe_by_source
+from llama_index_graphrag_ext.eval.registry import REGISTRY, BenchContext
+from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
+
+FILLER = [
+    "The committee reviewed the quarterly budget and approved the new office lease.",
+    "Lunch options were discussed at length, with a preference for the noodle bar.",
+    "Several printers on the third floor still need new toner cartridges.",
+    "The parking garage will close early on Friday for maintenance work.",
+]
+
+
+def _documents() -> list[Document]:
+    # "log" names the lighthouse once, among many sentences about something else;
+    # "brochure" is about lighthouses in general and nothing else.
+    log = " ".join([*FILLER * 3, "Anna repainted the Skagen lighthouse red in 1998.", *FILLER])
+    return [
+        Document(id_="log", text=log),
+        Document(id_="brochure", text="Lighthouses guide ships. A lighthouse has a lamp."),
+        Document(id_="other", text="The bakery sells rye bread and cinnamon buns."),
+    ]
+
+
+def test_each_sentence_is_a_node_of_its_document_with_its_window():
+    index = build_sentence_index(_documents(), BagOfWordsEmbedding())
+    nodes = list(index.docstore.docs.values())
+    assert {n.ref_doc_id for n in nodes} == {"log", "brochure", "other"}
+    assert sum(n.ref_doc_id == "log" for n in nodes) == 17
+    target = next(n for n in nodes if "Skagen" in n.get_content())
+    # The node embeds its sentence alone; its neighbours ride along for the answer.
+    assert target.get_content(metadata_mode="embed").strip().startswith("Anna repainted")
+    assert FILLER[-1] in target.metadata["window"] and FILLER[0] in target.metadata["window"]
+
+
+def test_a_long_document_ranks_by_its_best_sentence():
+    index = build_sentence_index(_documents(), BagOfWordsEmbedding())
+    results = DenseRetriever(index, similarity_top_k=10).retrieve(
+        "Who repainted the Skagen lighthouse?"
+    )
+    assert dedupe_by_source(results)[0] == "log"
+
+
+def test_runner_method_asks_for_several_sentences_per_passage():
+    spec, _ = REGISTRY.resolve("dense-sentences")
+    ctx = BenchContext(embed_model=BagOfWordsEmbedding(), top_k=2, show_progress=False)
+    system = spec.build(_documents(), ctx)
+    assert system.info["sentences_retrieved"] == 10 and system.info["sentences"] == 20
+    ranked, _ = system.retrieve("Who repainted the Skagen lighthouse?")
+    assert ranked[0] == "log" and len(ranked) >= ctx.top_k  # k passages to read
