@@ -7,7 +7,6 @@ from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.baselines import DenseRetriever, build_sentence_index
 from llama_index_graphrag_ext.core.nodes import dedupe_by_source
-from llama_index_graphrag_ext.eval.registry import REGISTRY, BenchContext
 from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 
 FILLER = [
@@ -46,12 +45,3 @@ def test_a_long_document_ranks_by_its_best_sentence():
         "Who repainted the Skagen lighthouse?"
     )
     assert dedupe_by_source(results)[0] == "log"
-
-
-def test_runner_method_asks_for_several_sentences_per_passage():
-    spec, _ = REGISTRY.resolve("dense-sentences")
-    ctx = BenchContext(embed_model=BagOfWordsEmbedding(), top_k=2, show_progress=False)
-    system = spec.build(_documents(), ctx)
-    assert system.info["sentences_retrieved"] == 10 and system.info["sentences"] == 20
-    ranked, _ = system.retrieve("Who repainted the Skagen lighthouse?")
-    assert ranked[0] == "log" and len(ranked) >= ctx.top_k  # k passages to read
