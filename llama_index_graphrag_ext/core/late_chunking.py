@@ -41,7 +41,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from tqdm.auto import tqdm
 
 from .embeddings import embed_texts, normalize_rows
-from .pooling import PooledEmbedding
+from .windows import find_pooler
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ class SpanVectors:
     Attributes:
         text_vectors: ``(n, d)`` normalised vectors of the texts.
         span_vectors: Per text, an ``(m_i, d)`` matrix of its spans' normalised vectors.
+        window_vectors: Per text, the ``(w, d)`` normalised vectors of the windows it
+            was read in, or None for a text read whole (see :mod:`.windows`).
         stats: ``texts``, ``spans``, ``texts_windowed`` (read window by window),
             ``texts_over_window`` (longer than the window with no pooling wrapper:
             read up to it), ``spans_alone`` (span past what was read, or holding no
@@ -72,6 +74,7 @@ class SpanVectors:
 
     text_vectors: np.ndarray
     span_vectors: list[np.ndarray]
+    window_vectors: list[np.ndarray | None] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -126,7 +129,7 @@ def embed_spans(
     if len(spans) != len(texts) or len(fallback_texts) != len(texts):
         raise ValueError("texts, spans and fallback_texts must have one entry per text")
     model = sentence_transformer(embed_model)
-    pooler = _pooler(embed_model)
+    pooler = find_pooler(embed_model)
     batch = max(1, int(batch_size or getattr(embed_model, "embed_batch_size", 32) or 32))
     dimension = (
         getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -134,6 +137,7 @@ def embed_spans(
     dim = int(dimension())
     text_vectors = np.zeros((len(texts), dim), dtype=np.float32)
     span_vectors = [np.zeros((len(s), dim), dtype=np.float32) for s in spans]
+    window_vectors: list[np.ndarray | None] = [None] * len(texts)
     # What the model reads: each text whole, or a long one window by window (the
     # pooling wrapper's own windows, so its vector is the one the wrapper makes).
     ranges = pooler.window_ranges(list(texts)) if pooler is not None else [None] * len(texts)
@@ -155,7 +159,9 @@ def embed_spans(
             windows, pending = pending, []
             if len(windows) > 1:
                 counts["windowed"] += 1
-                text_vectors[i] = pooler.pool(np.vstack([w.vectors.mean(axis=0) for w in windows]))
+                means = np.vstack([w.vectors.mean(axis=0) for w in windows])
+                text_vectors[i] = pooler.pool(means)
+                window_vectors[i] = normalize_rows(means)  # each, as the model pools a window
             else:
                 text_vectors[i] = windows[0].vectors.mean(axis=0)  # the model's own mean pooling
                 counts["over"] += windows[0].truncated
@@ -180,7 +186,10 @@ def embed_spans(
         "spans_alone": len(alone),
     }
     return SpanVectors(
-        normalize_rows(text_vectors), [normalize_rows(v) for v in span_vectors], stats
+        normalize_rows(text_vectors),
+        [normalize_rows(v) for v in span_vectors],
+        window_vectors,
+        stats,
     )
 
 
@@ -256,18 +265,6 @@ def _span_vector(windows: list[_Read], span: Span) -> np.ndarray | None:
             parts.append(w.vectors[picked])
             covered = int(w.ends[picked].max())
     return np.vstack(parts).mean(axis=0) if parts else None
-
-
-def _pooler(embed_model: BaseEmbedding) -> PooledEmbedding | None:
-    """The pooling wrapper in ``embed_model``'s chain that pools long texts, if any."""
-    seen = embed_model
-    for _ in range(4):
-        if isinstance(seen, PooledEmbedding):
-            return seen if seen.pooling else None
-        seen = seen.__dict__.get("inner")
-        if seen is None:
-            return None
-    return None
 
 
 def _longer(tokenizer: Any, text: str, limit: int) -> bool:

@@ -35,6 +35,7 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
 from ..core.vectors import InMemoryVectorTable
+from ..core.windows import ChunkWindows, chunk_of, window_rows
 from .extractor import KnowledgeUnitExtractor
 from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
 from .llm_units import STEP as UNIT_STEP
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 _STATS_FILE = "cue_stats.json"
+#: The vector table of long chunks' windows (absent from indexes persisted before it).
+_WINDOWS = "chunk_windows"
 
 
 class MultiPartiteIndex(GraphIndexBase):
@@ -98,6 +101,8 @@ class MultiPartiteIndex(GraphIndexBase):
         self._units = InMemoryVectorTable()
         self._entities = InMemoryVectorTable()
         self._chunks = InMemoryVectorTable()
+        # The windows of chunks longer than the embedder's window (core/windows.py).
+        self._windows = InMemoryVectorTable()
         self._view: CueGraphView | None = None
         self.build_stats: dict[str, Any] = {}
 
@@ -132,6 +137,7 @@ class MultiPartiteIndex(GraphIndexBase):
         progress = getattr(self, "_show_progress", False)
         parts: list[tuple] = []
         vector_stats: Counter[str] = Counter()
+        chunk_windows: list[np.ndarray | None] = []
         # A batch at a time, keeping only the compact growth (see ExtractionRun);
         # each batch's units are dropped before the next batch is made. Each batch
         # is embedded as soon as its units are made, while the parse workers work on
@@ -158,7 +164,9 @@ class MultiPartiteIndex(GraphIndexBase):
                 on_unavailable=self.extractor.late_fallback,
                 show_progress=progress,
             )
+            *vectors, windows = vectors
             parts.append(tuple(vectors))
+            chunk_windows += windows
             vector_stats.update(batch_stats)
         stats = run.stats()
         del run
@@ -178,6 +186,9 @@ class MultiPartiteIndex(GraphIndexBase):
         stats.update(vector_stats)
         # Everything is embedded: now the tables and the layers change together.
         self._chunks.add([n.node_id for n in nodes], chunk_vectors)
+        ids, windows = window_rows([n.node_id for n in nodes], chunk_windows)
+        if windows is not None:
+            self._windows.add(ids, windows)
         if unit_vectors is not None:
             self._units.add(list(growth.unit_rows), unit_vectors)
         if entity_vectors is not None:
@@ -212,6 +223,8 @@ class MultiPartiteIndex(GraphIndexBase):
         layers, dead_units, dead_entities = self._layers.without_chunks(rows, len(self._chunks))
         unit_ids, entity_ids = self._units.ids, self._entities.ids
         self._chunks.delete(node_ids)
+        gone = set(node_ids)
+        self._windows.delete([w for w in self._windows.ids if chunk_of(w) in gone])
         self._units.delete([unit_ids[r] for r in dead_units.tolist()])
         self._entities.delete([entity_ids[r] for r in dead_entities.tolist()])
         self._layers = layers
@@ -278,6 +291,11 @@ class MultiPartiteIndex(GraphIndexBase):
             unit_chunk=layers.unit_chunk,
             chunk_ids=self._chunks.ids,
             chunk_matrix=self._chunks.matrix,
+            chunk_windows=ChunkWindows.from_table(
+                self._windows.ids,
+                self._windows.matrix,
+                {c: row for row, c in enumerate(self._chunks.ids)},
+            ),
         )
 
     def stats(self) -> dict[str, Any]:
@@ -298,12 +316,18 @@ class MultiPartiteIndex(GraphIndexBase):
         self._units.persist(folder, "units")
         self._entities.persist(folder, "entities")
         self._chunks.persist(folder, "chunks")
+        self._windows.persist(folder, _WINDOWS)
         write_json(folder / _STATS_FILE, self.build_stats)
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
         self._units = InMemoryVectorTable.load(folder, "units")
         self._entities = InMemoryVectorTable.load(folder, "entities")
         self._chunks = InMemoryVectorTable.load(folder, "chunks")
+        self._windows = (
+            InMemoryVectorTable.load(folder, _WINDOWS)
+            if (folder / f"{_WINDOWS}.ids.json").is_file()
+            else InMemoryVectorTable()
+        )
         for table in (self._units, self._entities, self._chunks):
             if len(table) and table.dim != self._embed_dim():
                 raise ValueError(

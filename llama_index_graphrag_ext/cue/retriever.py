@@ -126,6 +126,10 @@ class QIterRetriever(BaseRetriever):
             R(q, t) alone); the default, 0.25 (chosen on 2wiki-101), lets the
             path that reached a bridge passage lift it above passages that only
             resemble the question.
+        long_chunks: With the default scorer, how R(q, t) reads a chunk longer
+            than the embedder's window: ``"best-window"`` (ours, the default) scores
+            it by its best window, ``"pooled"`` by its one pooled vector
+            (:mod:`~..core.windows`; a chunk within the window is unaffected).
         fill: ``"dense"`` tops the result up to ``top_n`` with the chunks nearest
             the query when the paths cite fewer (marked in the evidence); ``"none"``
             returns only path chunks.
@@ -150,6 +154,7 @@ class QIterRetriever(BaseRetriever):
         reranker: BaseNodePostprocessor | QIterScorer | None = None,
         lexical_weight: float | None = None,
         path_weight: float = 0.25,
+        long_chunks: Literal["best-window", "pooled"] = "best-window",
         fill: Literal["dense", "none"] = "dense",
         llm: LLM | None = None,
         max_attempts: int = 3,
@@ -179,7 +184,9 @@ class QIterRetriever(BaseRetriever):
         self.use_sa, self.use_ka, self.use_qu = use_sa, use_ka, use_qu
         self.query_entities = query_entities
         self.scorer = (
-            as_scorer(reranker) if reranker is not None else EmbeddingScorer(lexical_weight)
+            as_scorer(reranker)
+            if reranker is not None
+            else EmbeddingScorer(lexical_weight, long_chunks=long_chunks)
         )
         self.path_weight = float(path_weight)
         self.fill = fill

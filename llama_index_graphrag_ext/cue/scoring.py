@@ -28,6 +28,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 from ..core.embeddings import normalize_rows
 from ..core.rerank import rerank_scores
+from ..core.windows import LONG_CHUNK_SCORES
 from .lexical import Lexicon, QueryWords
 from .view import CueGraphView
 
@@ -67,18 +68,25 @@ class EmbeddingScorer:
         lexical_weight: Weight of the query-word coverage added to a path's
             cosine (0: cosine alone). The coverage is in ``[0, 1]``. Chunks are
             scored by cosine alone.
+        long_chunks: How a chunk longer than the embedder's window is scored:
+            ``"best-window"`` (the cosine of its best window, where the index
+            keeps its windows) or ``"pooled"`` (its one pooled vector's).
     """
 
     # Class defaults, so a subclass that skips ``__init__`` scores by cosine alone.
     name = "embedding-cosine"
     lexical_weight = 0.0
+    long_chunks = "best-window"
     _lexicon: tuple[weakref.ref, Lexicon] | None = None
     _query: tuple[Lexicon, str, QueryWords] | None = None
 
-    def __init__(self, lexical_weight: float = 0.0) -> None:
+    def __init__(self, lexical_weight: float = 0.0, long_chunks: str = "best-window") -> None:
         if lexical_weight < 0:
             raise ValueError("lexical_weight must be >= 0")
+        if long_chunks not in LONG_CHUNK_SCORES:
+            raise ValueError(f"long_chunks must be one of {LONG_CHUNK_SCORES}, not {long_chunks!r}")
         self.lexical_weight = float(lexical_weight)
+        self.long_chunks = long_chunks
         self.name = (
             f"embedding-cosine+lexical({self.lexical_weight:g})"
             if self.lexical_weight
@@ -126,7 +134,13 @@ class EmbeddingScorer:
             return np.zeros(0, dtype=np.float32)
         # Cosine alone: a chunk's word coverage favours the first-hop passage
         # dense retrieval already ranks first (measured: docs/methods/cue.md).
-        return view.chunk_matrix[list(chunk_rows)] @ query_vec
+        scores = view.chunk_matrix[list(chunk_rows)] @ query_vec
+        windows = view.chunk_windows
+        if windows is None or self.long_chunks == "pooled":
+            return scores
+        # A long chunk by its best window: its pooled vector averages away whatever
+        # part of it the paths led here for (core/windows.py, docs/methods/cue.md).
+        return windows.best(scores, chunk_rows, query_vec)
 
 
 class RerankerScorer:

@@ -17,6 +17,9 @@ of a chunk's pieces is its chunk vector, so the chunks cost no second pass.
   embedded on its own and counted (``late_spans_alone``).
 * Query entities are always embedded on their own; on both dev sets one-pass
   entity vectors matched them as well as separate ones (docs/methods/cue.md).
+* A chunk longer than the window also keeps its windows' vectors, so the final
+  ranking can score it by its best window (:mod:`~..core.windows`): from the
+  one pass when there is one, else by embedding its windows.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.embeddings import embed_texts
 from ..core.late_chunking import LateChunkingUnavailable, embed_spans
+from ..core.windows import window_vectors
 from .layers import LayerGrowth
 
 logger = logging.getLogger(__name__)
@@ -46,11 +50,14 @@ def index_vectors(
     entities: str = "separate",
     on_unavailable: str = "separate",
     show_progress: bool = False,
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, dict[str, Any]]:
+) -> tuple[
+    np.ndarray, np.ndarray | None, np.ndarray | None, list[np.ndarray | None], dict[str, Any]
+]:
     """The chunks' vectors, the new units' and the new entities' (in ``growth`` order).
 
-    Returns ``(chunk_vectors, unit_vectors, entity_vectors, stats)`` (None where
-    the insert adds no unit or entity); the stats count what could not be pooled.
+    Returns ``(chunk_vectors, unit_vectors, entity_vectors, chunk_windows, stats)``
+    (None where the insert adds no unit or entity; per chunk, its windows' vectors
+    or None for a chunk within the window); the stats count what could not be pooled.
     An embedder without word pieces embeds everything separately (warned,
     ``late_unavailable``), or raises with ``on_unavailable="raise"``.
     """
@@ -60,10 +67,10 @@ def index_vectors(
     stats: dict[str, Any] = {}
     late_units = units == "late" and bool(growth.unit_texts)
     late_entities = entities == "late" and bool(growth.entity_names)
-    chunk_vectors = unit_vectors = entity_vectors = None
+    chunk_vectors = unit_vectors = entity_vectors = windows = None
     if late_units or late_entities:
         try:
-            chunk_vectors, pooled, stats = _late(
+            chunk_vectors, windows, pooled, stats = _late(
                 embed_model,
                 chunk_texts,
                 growth,
@@ -90,6 +97,7 @@ def index_vectors(
         chunk_vectors = embed_texts(
             embed_model, chunk_texts, show_progress=show_progress, desc="Chunks"
         )
+        windows = window_vectors(embed_model, chunk_texts)
     if unit_vectors is None and growth.unit_texts:
         unit_vectors = embed_texts(
             embed_model, growth.unit_texts, show_progress=show_progress, desc="Units"
@@ -98,7 +106,8 @@ def index_vectors(
         entity_vectors = embed_texts(
             embed_model, growth.entity_names, show_progress=show_progress, desc="Entities"
         )
-    return chunk_vectors, unit_vectors, entity_vectors, stats
+    stats["chunk_windows"] = sum(len(w) for w in windows if w is not None)
+    return chunk_vectors, unit_vectors, entity_vectors, windows, stats
 
 
 def _late(
@@ -109,7 +118,7 @@ def _late(
     late_units: bool,
     late_entities: bool,
     show_progress: bool,
-) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[np.ndarray, list[np.ndarray | None], dict[str, np.ndarray], dict[str, Any]]:
     first_unit = growth.first_unit_row
     home: dict[int, int] = {}  # new unit's position -> its first chunk's position
     for pairs in growth.unit_chunk:
@@ -176,7 +185,7 @@ def _late(
         "late_chunks_windowed": result.stats["texts_windowed"],
         "late_chunks_over_window": result.stats["texts_over_window"],
     }
-    return result.text_vectors, pooled, stats
+    return result.text_vectors, result.window_vectors, pooled, stats
 
 
 def _find(text: str, unit: str, start: int) -> tuple[int, int] | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.arrays import csr
+from ..core.windows import ChunkWindows
 
 _ENTITY_PREFIX = "entity:"
 
@@ -104,6 +105,8 @@ class CueGraphView:
         entity_row: Entity node id to entity row (see :meth:`entity_of`).
         max_entity_words: Longest entity key in words (bounds the query n-grams
             matched against the entity vocabulary).
+        chunk_windows: The windows of the chunks longer than the embedder's
+            window (None: no such chunk, or an index persisted without them).
     """
 
     unit_ids: Sequence[str]
@@ -119,6 +122,7 @@ class CueGraphView:
     chunk_matrix: np.ndarray
     entity_row: dict[str, int] = field(default_factory=dict)
     max_entity_words: int = 0
+    chunk_windows: ChunkWindows | None = None
 
     def entity_of(self, key: str) -> int | None:
         """The row of the entity with this normalised name (``None`` if there is none)."""
@@ -137,6 +141,7 @@ def view_from_pairs(
     unit_chunk: np.ndarray,
     chunk_ids: Sequence[str],
     chunk_matrix: np.ndarray,
+    chunk_windows: ChunkWindows | None = None,
 ) -> CueGraphView:
     """Assemble a view from row-aligned sequences and ``(m, 2)`` row-pair arrays.
 
@@ -164,6 +169,7 @@ def view_from_pairs(
         # keyed by the ids the tables hold already: no second string per entity
         entity_row={e: j for j, e in enumerate(entity_ids)},
         max_entity_words=max((e.count(" ") + 1 for e in entity_ids), default=0),
+        chunk_windows=chunk_windows,
     )
 
 

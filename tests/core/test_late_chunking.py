@@ -45,6 +45,7 @@ def test_the_text_vector_is_the_model_s_own_and_spans_pool_their_word_pieces(min
     assert 0.6 < float(out.span_vectors[0][0] @ alone) < 0.999
     question = np.asarray(minilm.get_query_embedding("Who won the chemistry prize in 1911?"))
     assert question @ out.span_vectors[0][1] > question @ out.span_vectors[0][0]
+    assert out.window_vectors == [None, None]  # both read whole
     assert out.stats == {
         "texts": 2,
         "spans": 2,
@@ -79,6 +80,11 @@ def test_a_long_text_is_read_window_by_window_as_the_pooling_wrapper_reads_it(mi
     assert not np.allclose(out.span_vectors[0][1], out.span_vectors[0][2], atol=1e-3)
     # The text vector is the one the pooling wrapper makes from the same windows.
     assert np.allclose(out.text_vectors[0], minilm.get_text_embedding_batch([LONG])[0], atol=1e-5)
+    # Each window's vector is kept too: the model's own vector of that window's text.
+    windows = [LONG[a:b] for a, b in minilm.window_ranges([LONG])[0]]
+    expected = np.asarray(minilm.get_text_embedding_batch(windows))
+    assert out.window_vectors[0].shape == (len(windows), 384) and len(windows) > 1
+    assert np.allclose(out.window_vectors[0], expected, atol=1e-5)
 
 
 def test_without_pooling_spans_past_the_window_and_empty_spans_are_embedded_alone(minilm):

@@ -14,7 +14,8 @@ Names (``graphrag-ext bench --methods ...``):
   ``cue-0.0-no-sa``, ``cue-0.0-tuned-musique-no-qu-no-ka``, ...
 
 Options (``--set key=value``): ``K``, ``D``, ``M`` (Q-Iter), ``top_n`` (default:
-the runner's top-k), ``lexical_weight``, ``path_weight``, ``preset``, ``fill`` (``dense``/``none``), ``selection``
+the runner's top-k), ``lexical_weight``, ``path_weight``, ``long_chunks``
+(``best-window``/``pooled``), ``preset``, ``fill`` (``dense``/``none``), ``selection``
 (``bleu``/``cos``/``random``), ``title_entity`` (true/false), ``query_entities``
 (``spacy``/``llm``; default ``llm`` when alpha > 0 and a non-embedded LLM is set),
 ``unit_vectors`` / ``entity_vectors`` (``separate``/``late``; default: the preset's),
@@ -47,9 +48,27 @@ _PRESETS = r"(?:-(?P<preset>paper|tuned-musique))?"
 #: vectors from the chunk's own forward pass (``late``: one pass over the text; R@5
 #: within the noise of separate vectors on both dev sets, see the CUE-RAG page).
 PRESETS: dict[str, dict[str, Any]] = {
-    "default": {"M": 10, "lexical_weight": 0.8, "path_weight": 0.25, "vectors": "late"},
-    "tuned-musique": {"M": 8, "lexical_weight": 0.8, "path_weight": 0.5, "vectors": "late"},
-    "paper": {"M": 5, "lexical_weight": 0.0, "path_weight": 0.0, "vectors": "separate"},
+    "default": {
+        "M": 10,
+        "lexical_weight": 0.8,
+        "path_weight": 0.25,
+        "vectors": "late",
+        "long_chunks": "best-window",
+    },
+    "tuned-musique": {
+        "M": 8,
+        "lexical_weight": 0.8,
+        "path_weight": 0.5,
+        "vectors": "late",
+        "long_chunks": "best-window",
+    },
+    "paper": {
+        "M": 5,
+        "lexical_weight": 0.0,
+        "path_weight": 0.0,
+        "vectors": "separate",
+        "long_chunks": "pooled",
+    },
 }
 
 
@@ -86,6 +105,7 @@ def make_retriever(index: MultiPartiteIndex, ctx: BenchContext, llm: LLM | None)
         use_qu="qu" not in ablations,
         lexical_weight=ctx.option("lexical_weight", preset["lexical_weight"]),
         path_weight=ctx.option("path_weight", preset["path_weight"]),
+        long_chunks=ctx.option("long_chunks", preset["long_chunks"]),
         fill=ctx.option("fill", "dense"),
         query_entities=ctx.option("query_entities", "llm" if writes_json(llm) else "spacy"),
         llm=llm,
@@ -122,6 +142,8 @@ def _build(documents: Sequence[Document], ctx: BenchContext, alpha: float) -> Be
         "preset": preset_name,
         "M": retriever.beam,
         "path_weight": retriever.path_weight,
+        "long_chunks": getattr(retriever.scorer, "long_chunks", None),
+        "chunk_windows": stats["extraction"].get("chunk_windows", 0),
         "query_entities": retriever.query_entities,
         "vectors": {
             "units": index.extractor.unit_vectors,

@@ -1,0 +1,142 @@
+"""Score a chunk longer than the embedder's window by its best window.
+
+A long chunk gets one vector, pooled over the embedder's windows
+(:mod:`.pooling`). When the chunk is about one thing (an encyclopedia article)
+that vector is close to what it says. When it is about many things (a chat
+session, meeting notes) the vector is the average of all of them, and a
+question about one of them finds it no better than chance. On musique-100 with
+its passages joined eight to a document (``graphrag-ext bench
+--join-passages 8``), dense R@5 falls from 0.625 to 0.206 (docs/benchmarks.md).
+
+Reading the chunk as the embedder can, window by window, and scoring it by its
+best window keeps what any part of it says. A window holds as many word pieces
+as a short chunk, so its cosine is on the same scale as a short chunk's, and
+a corpus mixing short and long chunks can rank them together. A chunk within the
+window keeps its own vector's cosine.
+
+The window vectors come for free from a one-pass ("late") read
+(:func:`.late_chunking.embed_spans`), or from :func:`window_vectors`, which
+embeds the windows of the long texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from .embeddings import embed_texts, normalize_rows
+from .pooling import PooledEmbedding
+
+#: Joins a chunk id and a window number into the window's id in a vector table.
+_WINDOW_MARK = "#window"
+
+#: How a long chunk is scored: by its best window, or by its one pooled vector.
+LONG_CHUNK_SCORES = ("best-window", "pooled")
+
+
+def window_ids(chunk_id: str, count: int) -> list[str]:
+    """The ids of a chunk's ``count`` windows in a vector table."""
+    return [f"{chunk_id}{_WINDOW_MARK}{k}" for k in range(count)]
+
+
+def chunk_of(window_id: str) -> str:
+    """The chunk id a window id belongs to (the inverse of :func:`window_ids`)."""
+    return window_id.rsplit(_WINDOW_MARK, 1)[0]
+
+
+def window_rows(
+    chunk_ids: Sequence[str], windows: Sequence[np.ndarray | None]
+) -> tuple[list[str], np.ndarray | None]:
+    """Window ids and their stacked vectors, for the chunks that have windows."""
+    ids, parts = [], []
+    for chunk_id, vectors in zip(chunk_ids, windows, strict=True):
+        if vectors is not None and len(vectors) > 1:
+            ids += window_ids(chunk_id, len(vectors))
+            parts.append(vectors)
+    return ids, (np.vstack(parts).astype(np.float32) if parts else None)
+
+
+def find_pooler(embed_model: BaseEmbedding) -> PooledEmbedding | None:
+    """The pooling wrapper in ``embed_model``'s chain that pools long texts, if any
+    (looked up through the suite's cache wrapper)."""
+    seen = embed_model
+    for _ in range(4):  # CachedEmbedding -> PooledEmbedding -> HuggingFaceEmbedding
+        if isinstance(seen, PooledEmbedding):
+            return seen if seen.pooling else None
+        seen = seen.__dict__.get("inner")
+        if seen is None:
+            return None
+    return None
+
+
+def window_vectors(embed_model: BaseEmbedding, texts: Sequence[str]) -> list[np.ndarray | None]:
+    """Per text, the unit vectors of the windows it is pooled over (None: read whole).
+
+    The windows are the pooling wrapper's own, each embedded as the inner
+    embedder reads it. Without a pooling wrapper nothing is windowed.
+    """
+    out: list[np.ndarray | None] = [None] * len(texts)
+    pooler = find_pooler(embed_model)
+    if pooler is None:
+        return out
+    pieces, owner = [], []
+    for i, (text, ranges) in enumerate(zip(texts, pooler.window_ranges(list(texts)), strict=True)):
+        for a, b in ranges or ():
+            pieces.append(text[a:b])
+            owner.append(i)
+    if not pieces:
+        return out
+    vectors = normalize_rows(embed_texts(embed_model, pieces))
+    owners = np.asarray(owner)
+    for i in sorted(set(owner)):
+        out[i] = vectors[owners == i]
+    return out
+
+
+@dataclass(frozen=True)
+class ChunkWindows:
+    """The windows of an index's long chunks, as rows of one matrix.
+
+    Attributes:
+        matrix: ``(w, d)`` unit-norm window vectors.
+        owner: ``(w,)`` the chunk row each window belongs to.
+    """
+
+    matrix: np.ndarray
+    owner: np.ndarray
+
+    @classmethod
+    def from_table(
+        cls, ids: Sequence[str], matrix: np.ndarray, chunk_row: Mapping[str, int]
+    ) -> ChunkWindows | None:
+        """From a vector table of windows (ids by :func:`window_ids`); None when empty."""
+        if not len(ids):
+            return None
+        owner = np.fromiter((chunk_row[chunk_of(w)] for w in ids), dtype=np.int64, count=len(ids))
+        return cls(np.asarray(matrix, dtype=np.float32), owner)
+
+    def __len__(self) -> int:
+        return int(self.owner.size)
+
+    def best(self, scores: np.ndarray, rows: Sequence[int], query_vec: np.ndarray) -> np.ndarray:
+        """``scores`` of the chunks ``rows``, a long chunk's replaced by its best window's cosine."""
+        out = np.array(scores, dtype=np.float32, copy=True)
+        rows = np.asarray(rows, dtype=np.int64)
+        hit = np.isin(self.owner, rows)
+        if not hit.any():
+            return out
+        owners = self.owner[hit]
+        cosines = self.matrix[hit] @ np.asarray(query_vec, dtype=np.float32)
+        order = np.argsort(owners, kind="stable")
+        owners, cosines = owners[order], cosines[order]
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+        best = dict(
+            zip(owners[starts].tolist(), np.maximum.reduceat(cosines, starts).tolist(), strict=True)
+        )
+        for i, row in enumerate(rows.tolist()):
+            if row in best:
+                out[i] = best[row]
+        return out
