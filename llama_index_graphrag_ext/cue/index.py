@@ -323,10 +323,9 @@ class MultiPartiteIndex(GraphIndexBase):
         self._units = InMemoryVectorTable.load(folder, "units")
         self._entities = InMemoryVectorTable.load(folder, "entities")
         self._chunks = InMemoryVectorTable.load(folder, "chunks")
+        windows_kept = (folder / f"{_WINDOWS}.ids.json").is_file()
         self._windows = (
-            InMemoryVectorTable.load(folder, _WINDOWS)
-            if (folder / f"{_WINDOWS}.ids.json").is_file()
-            else InMemoryVectorTable()
+            InMemoryVectorTable.load(folder, _WINDOWS) if windows_kept else InMemoryVectorTable()
         )
         for table in (self._units, self._entities, self._chunks):
             if len(table) and table.dim != self._embed_dim():
@@ -336,6 +335,17 @@ class MultiPartiteIndex(GraphIndexBase):
                 )
         if (folder / _STATS_FILE).is_file():
             self.build_stats = read_json(folder / _STATS_FILE)
+        if not windows_kept and len(self._chunks):
+            # Persisted before long chunks kept their windows: say so, and keep saying
+            # it in the stats (and in what this index persists next).
+            self.build_stats["chunk_windows_missing"] = len(self._chunks)
+            logger.warning(
+                "CUE index %s was persisted without long chunks' windows: its %d chunk(s) "
+                "longer than the embedder's window, if any, are scored by their pooled "
+                "vector, not their best window; rebuild the index to score them by it",
+                folder,
+                len(self._chunks),
+            )
         # The base class read graph.json.gz into self._graph: keep its arrays, drop it.
         graph, self._graph = self._graph, None
         if graph is not None:

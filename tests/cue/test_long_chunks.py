@@ -78,7 +78,7 @@ def test_separate_vectors_embed_the_windows_and_agree_with_the_one_pass(index, m
     np.testing.assert_allclose(a.matrix, b.matrix, atol=1e-5)
 
 
-def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm, tmp_path):
+def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm, tmp_path, caplog):
     index.persist(tmp_path / "cue")
     loaded = MultiPartiteIndex.load(tmp_path / "cue", embed_model=minilm)
     assert loaded._windows.ids == index._windows.ids
@@ -86,7 +86,10 @@ def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm,
     # An index persisted before windows were kept loads, and scores long chunks pooled.
     for name in ("chunk_windows.npz", "chunk_windows.ids.json"):
         (tmp_path / "cue" / name).unlink()
-    old = MultiPartiteIndex.load(tmp_path / "cue", embed_model=minilm)
+    with caplog.at_level("WARNING"):
+        old = MultiPartiteIndex.load(tmp_path / "cue", embed_model=minilm)
+    assert "persisted without long chunks' windows" in caplog.text
+    assert old.build_stats["chunk_windows_missing"] == len(DOCS)
     assert old.view().chunk_windows is None
     assert _scores(old) == pytest.approx(_scores(index, long_chunks="pooled"))
     # Deleting the long document drops its windows with it.
