@@ -2,7 +2,8 @@
 
 A heartbeat task on the caller's loop ticks every 2 ms while an async call runs with the real
 MiniLM as embedder (CPU work) and a server that takes 20 ms per request; the largest gap
-between ticks must stay under ``BOUND``. The same work done by the sync method called inside
+between ticks must stay under ``BOUND`` (for the repeatable retrievals, in the quieter of
+two runs: a blocking call fails both). The same work done by the sync method called inside
 the loop (what a blocking ``a*`` method amounts to) is measured too and must exceed twice
 the bound, so the bound tells the two apart.
 """
@@ -87,6 +88,16 @@ async def largest_gap(work) -> tuple[float, float]:
     return max(gaps), taken
 
 
+async def quietest_gap(work, tries: int = 2) -> tuple[float, float]:
+    """``largest_gap`` of the quietest of ``tries`` runs of a repeatable ``work``.
+
+    On a loaded machine one stall of another thread (a long call that holds the GIL)
+    can open a gap once; a call that blocks the loop opens it on every run.
+    """
+    runs = [await largest_gap(work) for _ in range(tries)]
+    return min(runs)
+
+
 async def inline(fn):
     """Run a sync call inside the loop: what a blocking ``a*`` method does."""
     return fn()
@@ -127,7 +138,7 @@ def test_chainrag_and_qcg_async_calls_never_block_the_loop(model_server, like, m
         blocking["chain insert"] = await largest_gap(
             lambda: inline(lambda: chain.insert(big_doc(2)))
         )
-        runs["chain aretrieve"] = await largest_gap(lambda: retrieve_all(chain.as_retriever()))
+        runs["chain aretrieve"] = await quietest_gap(lambda: retrieve_all(chain.as_retriever()))
         blocking["chain retrieve"] = await largest_gap(
             lambda: retrieve_all(chain.as_retriever(), blocking=True)
         )
@@ -135,7 +146,7 @@ def test_chainrag_and_qcg_async_calls_never_block_the_loop(model_server, like, m
         blocking["chain query"] = await largest_gap(lambda: inline(lambda: engine.query(QUESTION)))
         runs["qcg ainsert"] = await largest_gap(lambda: qcg.ainsert(big_doc(3)))
         blocking["qcg insert"] = await largest_gap(lambda: inline(lambda: qcg.insert(big_doc(4))))
-        runs["qcg aretrieve"] = await largest_gap(lambda: retrieve_all(qcg.as_retriever()))
+        runs["qcg aretrieve"] = await quietest_gap(lambda: retrieve_all(qcg.as_retriever()))
         blocking["qcg retrieve"] = await largest_gap(
             lambda: retrieve_all(qcg.as_retriever(), blocking=True)
         )
