@@ -134,3 +134,35 @@ def persisted_ledger():
         return loaded, manifest
 
     return check
+
+
+class Stalls:
+    """Attempts the suite retried because no answer came in time, read from its log.
+
+    On a loaded machine a loopback request can, rarely, go unanswered past the time-out
+    (seen once in CI: one request of four, 60 s). Retrying it is the right behaviour,
+    and the server may or may not have answered the abandoned attempt, so its exact
+    counts allow one extra request of any status per stall, and no more.
+    """
+
+    def __init__(self, caplog) -> None:
+        self.caplog = caplog
+
+    def __call__(self) -> int:
+        retried = [r.getMessage() for r in self.caplog.records]
+        return sum("; retrying in" in m and "no answer within" in m for m in retried)
+
+    def counts(self, by_status: dict, expected: dict, since: int = 0) -> bool:
+        """``by_status`` is ``expected`` plus at most one request per stall after the
+        first ``since`` (those before the server's last ``reset()``)."""
+        extra = [by_status.get(s, 0) - expected.get(s, 0) for s in {*by_status, *expected}]
+        return min(extra, default=0) >= 0 and sum(extra) <= self() - since
+
+
+@pytest.fixture
+def stalls(caplog) -> Stalls:
+    """A [`Stalls`][] reader of this test's LLM call log."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="llama_index_graphrag_ext.core.llm.calls")
+    return Stalls(caplog)

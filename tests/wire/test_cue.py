@@ -145,7 +145,7 @@ def test_cue_junk_chunks_fall_back_to_sentence_units_counted_exactly(
 
 
 def test_cue_transient_errors_are_retried_and_a_bad_key_is_not(
-    docs, model_server, wire_llm, bow_embed, monkeypatch
+    docs, model_server, wire_llm, bow_embed, monkeypatch, stalls
 ):
     monkeypatch.setattr(RetryPolicy, "backoff", lambda self, attempt: 0.0)
     model_server.inject(
@@ -154,16 +154,18 @@ def test_cue_transient_errors_are_retried_and_a_bad_key_is_not(
     )
     n = len(docs)
     index = build(docs, bow_embed, alpha=1.0, llm=wire_llm)
-    assert model_server.stats()["by_status"] == {429: 1, 500: 1, 200: n}
+    stalled = stalls()
+    assert stalls.counts(model_server.stats()["by_status"], {429: 1, 500: 1, 200: n})
     ex = index.stats()["extraction"]
-    assert (ex["chunks_llm"], ex["chunks_fallback"], ex["llm_calls"]) == (n, 0, n + 2)
+    assert (ex["chunks_llm"], ex["chunks_fallback"], ex["llm_calls"]) == (n, 0, n + 2 + stalled)
     assert index.llm_steps.record("knowledge-units").fallbacks == 0
-    assert extraction_usage(ex)[1:] == model_server.usage({"units"})[1:]
+    if not stalled:  # an abandoned attempt may have been answered, and billed, unread
+        assert extraction_usage(ex)[1:] == model_server.usage({"units"})[1:]
 
     model_server.reset()
     wrong = wire_llm.model_copy(update={"api_key": "sk-not-the-key"})
     index = build(docs, bow_embed, alpha=1.0, llm=wrong)
-    assert model_server.stats()["by_status"] == {401: n}
+    assert stalls.counts(model_server.stats()["by_status"], {401: n}, since=stalled)  # no retry
     record = index.llm_steps.record("knowledge-units")
     assert (record.items, record.fallbacks, dict(record.reasons)) == (n, n, {"HTTP 401": n})
     assert index.stats()["extraction"]["units_llm"] == 0

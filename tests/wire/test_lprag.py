@@ -190,7 +190,7 @@ def test_llm_batches_counts_only_batches_that_got_llm_questions(
 
 
 def test_lprag_transient_errors_are_retried_and_a_bad_key_is_not(
-    docs, model_server, wire_llm, bow_embed, monkeypatch
+    docs, model_server, wire_llm, bow_embed, monkeypatch, stalls
 ):
     monkeypatch.setattr(RetryPolicy, "backoff", lambda self, attempt: 0.0)
     model_server.inject(
@@ -201,8 +201,10 @@ def test_lprag_transient_errors_are_retried_and_a_bad_key_is_not(
     with count_llm_calls() as meter:
         index = build(docs, bow_embed, chunker, query_source="llm", llm=wire_llm)
     n, batches = len(docs), len(index.chunk_ids())
-    assert model_server.stats()["by_status"] == {429: 1, 500: 1, 200: n + batches}
-    assert metered(meter) == model_server.usage({ATOMIC, QUERIES})  # answered calls
+    stalled = stalls()
+    assert stalls.counts(model_server.stats()["by_status"], {429: 1, 500: 1, 200: n + batches})
+    if not stalled:  # an abandoned attempt may have been answered, and billed, unread
+        assert metered(meter) == model_server.usage({ATOMIC, QUERIES})  # answered calls
     ledger = index.llm_steps.to_dict()
     assert [(ledger[s]["items"], ledger[s]["fallbacks"]) for s in (ATOMIC, QUERIES)] == [
         (n, 0),
@@ -214,7 +216,8 @@ def test_lprag_transient_errors_are_retried_and_a_bad_key_is_not(
     wrong = wire_llm.model_copy(update={"api_key": "sk-not-the-key"})
     index = build(docs, bow_embed, LLMAtomicChunker(llm=wrong), query_source="llm", llm=wrong)
     batches = len(index.chunk_ids())
-    assert model_server.stats()["by_status"] == {401: n + batches}  # one request per item
+    by_status = model_server.stats()["by_status"]
+    assert stalls.counts(by_status, {401: n + batches}, since=stalled)  # one request per item
     ledger = index.llm_steps.to_dict()
     for step, items in ((ATOMIC, n), (QUERIES, batches)):
         assert (ledger[step]["fallbacks"], ledger[step]["reasons"]) == (items, {"HTTP 401": items})

@@ -126,7 +126,7 @@ def test_doc2query_on_llm_failure_raise_refuses_a_junk_chunk(
 
 
 def test_doc2query_429_and_500_are_retried_and_recovered(
-    docs, model_server, wire_llm, bow_embed, monkeypatch
+    docs, model_server, wire_llm, bow_embed, monkeypatch, stalls
 ):
     monkeypatch.setattr(RetryPolicy, "backoff", lambda self, attempt: 0.0)
     model_server.inject(
@@ -137,24 +137,28 @@ def test_doc2query_429_and_500_are_retried_and_recovered(
     index = build(docs, bow_embed, generator=gen)
     n = len(docs)
     stats = model_server.stats()
-    assert stats["requests"] == n + 2
-    assert stats["by_status"] == {429: 1, 500: 1, 200: n}
+    stalled = stalls()
+    assert stalls.counts(stats["by_status"], {429: 1, 500: 1, 200: n})
     record = index.llm_steps.record("doc2query")
     assert (record.items, record.fallbacks) == (n, 0)
     assert index.build_stats["pairs_generated"] == M * n
     meter = gen.usage
-    assert (meter.calls, meter.retries, meter.failures) == (n + 2, 2, 0)
-    # Tokens are only billed for answers: the meter still equals the server.
-    assert (meter.prompt_tokens, meter.completion_tokens) == model_server.usage({"doc2query"})[1:]
+    assert (meter.calls, meter.retries, meter.failures) == (n + 2 + stalled, 2 + stalled, 0)
+    # Tokens are only billed for answers: the meter still equals the server (unless an
+    # abandoned attempt was answered, and billed, unread).
+    if not stalled:
+        assert (meter.prompt_tokens, meter.completion_tokens) == model_server.usage({"doc2query"})[
+            1:
+        ]
 
 
 def test_doc2query_bad_key_is_tried_once_per_chunk_and_every_chunk_falls_back(
-    docs, model_server, wire_llm, bow_embed
+    docs, model_server, wire_llm, bow_embed, stalls
 ):
     wrong = wire_llm.model_copy(update={"api_key": "sk-not-the-key"})
     index = build(docs, bow_embed, generator=generator(wrong))
     n = len(docs)
-    assert model_server.stats()["by_status"] == {401: n}  # never retried
+    assert stalls.counts(model_server.stats()["by_status"], {401: n})  # never retried
     record = index.llm_steps.record("doc2query")
     assert (record.items, record.fallbacks, dict(record.reasons)) == (n, n, {"HTTP 401": n})
     assert {p.kind for p in index.layer.pairs} == {"sentence"}
