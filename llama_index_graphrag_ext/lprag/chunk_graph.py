@@ -15,7 +15,9 @@ their batch (§3.2, :mod:`.query_nodes`). From these the index assembles:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +27,8 @@ from ..core.text import DEFAULT_ENTITY_LABELS, analyze_batch
 from .bridges import bridge_edges, entity_links, title_mentions, union_edges
 from .link_graph import LinkGraph
 from .query_table import QueryTable
+
+logger = logging.getLogger(__name__)
 
 #: ``(rows, cols, weights)``: one entry per undirected chunk edge ``i < j``.
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -113,6 +117,54 @@ def add_bridges(edges: Edges, matrix: np.ndarray, mentions: Sequence[Mention]) -
     """
     extra = bridge_edges(mentions, matrix)
     return union_edges(edges, extra, len(matrix)), int(len(extra[0]))
+
+
+def chunk_edges(
+    matrix: np.ndarray,
+    settings: Mapping[str, Any],
+    titles_and_texts: Callable[[], tuple[list[str | None], list[str]]],
+    keys: ChunkEntityKeys,
+    chunk_ids: Sequence[str],
+) -> tuple[Edges, list[Mention], dict[str, Any]]:
+    """The chunk graph of the index's ``settings``: mutual kNN with cosine weights
+    (Eq. 4-5), joined by bridge edges when ``bridges`` is on (:mod:`.bridges`).
+
+    Returns:
+        ``(edges, mentions, stats)``; ``stats`` (bridges on only) holds
+        ``bridge_pairs``, ``bridge_edges`` and, when ``knn_edges=False`` found no
+        link to pass messages along, ``graph_fallback`` (see :func:`_no_links`).
+    """
+    edges = similarity_edges(matrix, int(settings["k"])) if settings["knn_edges"] else no_edges()
+    if not settings["bridges"] or not len(matrix):
+        return edges, [], {}
+    titles, texts = titles_and_texts()
+    links = settings["bridge_links"]
+    entity = None if links == "titles" else keys.of(chunk_ids, texts)
+    mentions = mention_pairs(titles, texts, links, entity, int(settings["bridge_entity_chunks"]))
+    edges, added = add_bridges(edges, matrix, mentions)
+    stats: dict[str, Any] = {"bridge_pairs": len(mentions), "bridge_edges": added}
+    if not settings["knn_edges"] and not added and len(matrix) > 1:
+        edges, stats["graph_fallback"] = _no_links(matrix, settings, sum(1 for t in titles if t))
+    return edges, mentions, stats
+
+
+def _no_links(matrix: np.ndarray, settings: Mapping[str, Any], titled: int) -> tuple[Edges, str]:
+    """No bridge link at all with ``knn_edges=False``: messages would have no edge to
+    pass along. ``on_no_title_links`` says what then: no edges, kNN edges, or raise."""
+    links = settings["bridge_links"]
+    shared = "" if links == "titles" else " or shares a rare entity with it"
+    why = (
+        f"LP-RAG: knn_edges=False, but no chunk names another chunk's title{shared} "
+        f"({titled} of {len(matrix)} chunks have a title; bridge_links={links!r})"
+    )
+    policy = settings["on_no_title_links"]
+    if policy == "raise":
+        raise ValueError(f"{why}; pass knn_edges=True or on_no_title_links='none' / 'knn'")
+    if policy == "none":
+        logger.warning("%s; the chunk graph has no edge (no message passing)", why)
+        return no_edges(), "no edges: no title links"
+    logger.warning("%s; messages pass along the paper's mutual-kNN edges instead", why)
+    return similarity_edges(matrix, int(settings["k"])), "mutual-kNN edges: no title links"
 
 
 def link_graph(

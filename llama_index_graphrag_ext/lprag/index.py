@@ -41,11 +41,9 @@ from .chunk_graph import (
     BRIDGE_LINKS,
     ChunkEntityKeys,
     Mention,
-    add_bridges,
+    chunk_edges,
     link_graph,
-    mention_pairs,
     no_edges,
-    similarity_edges,
     typed_graph,
 )
 from .models import (
@@ -349,49 +347,18 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         return search(vector, k)[0]
 
     def _relink(self, new_nodes: Sequence[BaseNode] = ()) -> None:
-        """Mutual-kNN chunk graph with cosine weights (Eq. 4-5), blocked exact search.
-
-        With ``bridges`` on, title-mention edges join it (see :mod:`.bridges`);
-        with ``knn_edges`` off they are the only edges.
-        """
-        matrix = self._chunks.matrix
-        if self._settings.get("knn_edges", True):
-            self._edges = similarity_edges(matrix, int(self._settings["k"]))
-        else:
-            self._edges = no_edges()
-        self._mentions = []
-        if self._settings["bridges"] and len(matrix):
-            titles, texts = self._titles_and_texts(new_nodes)
-            links = self._settings.get("bridge_links", "titles")
-            keys = None if links == "titles" else self._entity_keys.of(self._chunks.ids, texts)
-            self._mentions = mention_pairs(
-                titles, texts, links, keys, int(self._settings.get("bridge_entity_chunks", 5))
-            )
-            self._edges, added = add_bridges(self._edges, matrix, self._mentions)
-            self.build_stats["bridge_pairs"] = len(self._mentions)
-            self.build_stats["bridge_edges"] = added
-            self.build_stats.pop("graph_fallback", None)
-            if not self._settings.get("knn_edges", True) and not added and len(matrix) > 1:
-                self._no_title_links(matrix, sum(1 for t in titles if t))
-
-    def _no_title_links(self, matrix: np.ndarray, titled: int) -> None:
-        """No bridge link at all: messages would have no edge to pass along (module docs)."""
-        links = self._settings.get("bridge_links", "titles")
-        shared = "" if links == "titles" else " or shares a rare entity with it"
-        why = (
-            f"LP-RAG: knn_edges=False, but no chunk names another chunk's title{shared} "
-            f"({titled} of {len(matrix)} chunks have a title; bridge_links={links!r})"
+        """The chunk graph: mutual kNN (Eq. 4-5), with ``bridges`` title-mention edges
+        too (:func:`.chunk_graph.chunk_edges`)."""
+        self._edges, self._mentions, stats = chunk_edges(
+            self._chunks.matrix,
+            self._settings,
+            lambda: self._titles_and_texts(new_nodes),
+            self._entity_keys,
+            self._chunks.ids,
         )
-        policy = self._settings.get("on_no_title_links", "none")
-        if policy == "raise":
-            raise ValueError(f"{why}; pass knn_edges=True or on_no_title_links='none' / 'knn'")
-        if policy == "none":
-            logger.warning("%s; the chunk graph has no edge (no message passing)", why)
-            self.build_stats["graph_fallback"] = "no edges: no title links"
-            return
-        logger.warning("%s; messages pass along the paper's mutual-kNN edges instead", why)
-        self._edges = similarity_edges(matrix, int(self._settings["k"]))
-        self.build_stats["graph_fallback"] = "mutual-kNN edges: no title links"
+        if stats:
+            self.build_stats.pop("graph_fallback", None)
+            self.build_stats.update(stats)
 
     def _titles_and_texts(self, new_nodes: Sequence[BaseNode]) -> tuple[list, list[str]]:
         ids = self._chunks.ids
