@@ -290,6 +290,13 @@ class PooledEmbedding(BaseEmbedding):
         """A long text's vector from its windows' vectors, as this wrapper pools them."""
         return pool_windows(window_vectors, self.head_weight)
 
+    def count_pooled(self, texts: int, windows: int) -> None:
+        """Count ``texts`` long texts pooled from ``windows`` windows by a caller that
+        embedded the windows through this wrapper (:func:`.windows.embed_with_windows`)."""
+        with self._lock:
+            self._counts["texts_pooled"] += texts
+            self._counts["windows_embedded"] += windows
+
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         windows = [
             [text[a:b] for a, b in ranges] if ranges else None

@@ -15,8 +15,9 @@ a corpus mixing short and long chunks can rank them together. A chunk within the
 window keeps its own vector's cosine.
 
 The window vectors come for free from a one-pass ("late") read
-(:func:`.late_chunking.embed_spans`), or from :func:`window_vectors`, which
-embeds the windows of the long texts.
+(:func:`.late_chunking.embed_spans`), or from :func:`embed_with_windows`,
+which embeds every window once and pools a long text's vector from them, as
+the pooling wrapper would.
 """
 
 from __future__ import annotations
@@ -72,28 +73,39 @@ def find_pooler(embed_model: BaseEmbedding) -> PooledEmbedding | None:
     return None
 
 
-def window_vectors(embed_model: BaseEmbedding, texts: Sequence[str]) -> list[np.ndarray | None]:
-    """Per text, the unit vectors of the windows it is pooled over (None: read whole).
+def embed_with_windows(
+    embed_model: BaseEmbedding,
+    texts: Sequence[str],
+    *,
+    show_progress: bool = False,
+    desc: str = "Embedding",
+) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    """The texts' vectors, and per text the unit vectors of its windows (None: read whole).
 
-    The windows are the pooling wrapper's own, each embedded as the inner
-    embedder reads it. Without a pooling wrapper nothing is windowed.
+    A text within the window is embedded as :func:`.embeddings.embed_texts` would; a
+    long one's windows are embedded once, and its vector is their pool, as the
+    pooling wrapper makes it (:meth:`.pooling.PooledEmbedding.pool`), so nothing is
+    embedded twice. Without a pooling wrapper nothing is windowed.
     """
-    out: list[np.ndarray | None] = [None] * len(texts)
     pooler = find_pooler(embed_model)
+    windows: list[np.ndarray | None] = [None] * len(texts)
     if pooler is None:
-        return out
+        return embed_texts(embed_model, texts, show_progress=show_progress, desc=desc), windows
     pieces, owner = [], []
     for i, (text, ranges) in enumerate(zip(texts, pooler.window_ranges(list(texts)), strict=True)):
-        for a, b in ranges or ():
-            pieces.append(text[a:b])
-            owner.append(i)
-    if not pieces:
-        return out
-    vectors = normalize_rows(embed_texts(embed_model, pieces))
-    owners = np.asarray(owner)
-    for i in sorted(set(owner)):
-        out[i] = vectors[owners == i]
-    return out
+        spans = ranges or [(0, len(text))]
+        pieces += [text[a:b] for a, b in spans]
+        owner += [i] * len(spans)
+    vectors = embed_texts(embed_model, pieces, show_progress=show_progress, desc=desc)
+    owners = np.asarray(owner, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else owners
+    out = vectors[starts].copy()
+    long = np.flatnonzero(np.bincount(owners, minlength=len(texts)) > 1).tolist()
+    for i in long:
+        windows[i] = normalize_rows(vectors[owners == i])
+        out[i] = pooler.pool(windows[i])
+    pooler.count_pooled(len(long), sum(len(windows[i]) for i in long))
+    return out, windows
 
 
 @dataclass(frozen=True)

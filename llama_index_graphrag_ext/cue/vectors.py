@@ -34,7 +34,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ..core.embeddings import embed_texts
 from ..core.late_chunking import LateChunkingUnavailable, embed_spans
-from ..core.windows import window_vectors
+from ..core.windows import embed_with_windows
 from .layers import LayerGrowth
 
 logger = logging.getLogger(__name__)
@@ -94,10 +94,9 @@ def index_vectors(
             )
             stats = {"late_unavailable": len(chunk_texts)}
     if chunk_vectors is None:
-        chunk_vectors = embed_texts(
+        chunk_vectors, windows = embed_with_windows(
             embed_model, chunk_texts, show_progress=show_progress, desc="Chunks"
         )
-        windows = window_vectors(embed_model, chunk_texts)
     if unit_vectors is None and growth.unit_texts:
         unit_vectors = embed_texts(
             embed_model, growth.unit_texts, show_progress=show_progress, desc="Units"

@@ -9,9 +9,9 @@ from llama_index_graphrag_ext.core.windows import (
     ChunkWindows,
     chunk_of,
     find_pooler,
+    embed_with_windows,
     window_ids,
     window_rows,
-    window_vectors,
 )
 from llama_index_graphrag_ext.testing import HashEmbedding
 
@@ -59,16 +59,24 @@ LONG = "Opening sentence about rivers. {} Closing sentence about bridges.".forma
 )
 
 
-def test_window_vectors_are_the_pooling_wrapper_s_windows_embedded(minilm, tmp_path):
-    out = window_vectors(minilm, ["A short text.", LONG])
-    assert out[0] is None
-    windows = [LONG[a:b] for a, b in minilm.window_ranges([LONG])[0]]
-    assert len(windows) > 1
-    expected = np.asarray(minilm.inner.get_text_embedding_batch(windows))
-    assert np.allclose(out[1], expected, atol=1e-5)
+def test_embed_with_windows_embeds_each_window_once_and_pools_as_the_wrapper(minilm, tmp_path):
+    texts = ["A short text.", LONG, "Another short one."]
+    before = minilm.stats
+    vectors, windows = embed_with_windows(minilm, texts)
+    assert windows[0] is None and windows[2] is None
+    pieces = [LONG[a:b] for a, b in minilm.window_ranges([LONG])[0]]
+    assert len(pieces) > 1
+    after = minilm.stats  # each window embedded once, and counted as pooled
+    assert after["texts_pooled"] - before["texts_pooled"] == 1
+    assert after["windows_embedded"] - before["windows_embedded"] == len(pieces)
+    expected = np.asarray(minilm.inner.get_text_embedding_batch(pieces))
+    assert np.allclose(windows[1], expected, atol=1e-5)
+    # The vectors are the ones the pooling wrapper gives, long text included.
+    assert np.allclose(vectors, np.asarray(minilm.get_text_embedding_batch(texts)), atol=1e-5)
     # Found through the cache wrapper; an embedder without pooling windows nothing.
     cached = CachedEmbedding(minilm, tmp_path / "cache.sqlite")
     assert find_pooler(cached) is minilm
-    assert np.allclose(window_vectors(cached, [LONG])[0], out[1], atol=1e-5)
-    assert window_vectors(HashEmbedding(dim=8), [LONG]) == [None]
-    assert window_vectors(minilm.inner, [LONG]) == [None]
+    assert np.allclose(embed_with_windows(cached, [LONG])[1][0], windows[1], atol=1e-5)
+    for plain in (HashEmbedding(dim=8), minilm.inner):
+        flat, none = embed_with_windows(plain, texts)
+        assert none == [None] * 3 and flat.shape[0] == 3
