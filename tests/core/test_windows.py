@@ -8,8 +8,8 @@ from llama_index_graphrag_ext.core.embed_cache import CachedEmbedding
 from llama_index_graphrag_ext.core.windows import (
     ChunkWindows,
     chunk_of,
-    find_pooler,
     embed_with_windows,
+    find_pooler,
     window_ids,
     window_rows,
 )
