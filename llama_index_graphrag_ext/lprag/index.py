@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..core.embeddings import embed_texts
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.llm import LLMSettings, UsageMeter
 from ..core.vectors import InMemoryVectorTable
+from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows
 from .chunk_graph import (
     BRIDGE_LINKS,
     ChunkEntityKeys,
@@ -86,6 +86,9 @@ class _Snapshot:
     scorer: LinkScorer
     chunk_ids: tuple[str, ...]
     z_chunks: np.ndarray
+    #: The windows of chunks longer than the embedder's window (the retriever's
+    #: ``long_chunks="best-window"`` scores such a chunk's cosine by its best one).
+    windows: ChunkWindows | None = None
 
 
 class ChunkQueryLinkIndex(GraphIndexBase):
@@ -250,6 +253,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             links_per_epoch=links_per_epoch,
         )
         self._chunks = InMemoryVectorTable()
+        self._windows = InMemoryVectorTable()  # long chunks' windows (core/windows.py)
         self._edges = no_edges()
         self._queries = QueryTable.empty()
         self._model: LinkPredictor | None = None
@@ -300,11 +304,15 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         if not nodes:
             return
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-        vectors = embed_texts(
+        vectors, windows = embed_with_windows(
             self.embed_model, texts, show_progress=self._show_progress, desc="Embedding chunks"
         )
         first_build = self._model is None
         self._chunks.add([n.node_id for n in nodes], vectors)
+        window_ids, window_matrix = window_rows([n.node_id for n in nodes], windows)
+        if window_ids:
+            self._windows.add(window_ids, window_matrix)
+        self.build_stats["chunk_windows"] = len(self._windows)
         self._relink(nodes)
         # §3.2 / A.2: batches and queries for the new chunks only.
         targets = [self._chunks.row_of(n.node_id) for n in nodes]
@@ -322,6 +330,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         gone = set(node_ids)
         old_ids = self._chunks.ids
         self._chunks.delete(list(node_ids))
+        self._windows.delete([w for w in self._windows.ids if chunk_of(w) in gone])
+        if "chunk_windows" in self.build_stats:
+            self.build_stats["chunk_windows"] = len(self._windows)
         # The table keeps the other rows in order: a kept row moves down by the
         # number of deleted rows before it.
         kept = np.fromiter((cid not in gone for cid in old_ids), bool, len(old_ids))
@@ -397,8 +408,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             structure = ChunkStructure(len(ids), rows, cols, weights)
             # No copy: the table swaps in new arrays on writes, never edits them in place.
             matrix = self._chunks.matrix
+            windows = ChunkWindows.from_table(
+                self._windows.ids, self._windows.matrix, {cid: i for i, cid in enumerate(ids)}
+            )
             self._snapshot = _Snapshot(
-                LinkScorer(self._model, matrix, structure), tuple(ids), matrix
+                LinkScorer(self._model, matrix, structure), tuple(ids), matrix, windows
             )
         # The TypedGraph is only for viz and persistence: built when first asked
         # for (a networkx graph of every chunk, query and link costs more memory
@@ -422,6 +436,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             self._model,
             self.train_report,
             self.build_stats,
+            self._windows,
         )
         write_state(folder, state)
 
@@ -429,6 +444,16 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         state = read_state(folder)
         self._chunks, self._edges, self._queries = state.chunks, state.edges, state.queries
         self.build_stats = state.build_stats
+        self._windows = state.windows if state.windows is not None else InMemoryVectorTable()
+        if state.windows is None and len(self._chunks):
+            # Persisted before long chunks kept their windows: say so, here and in the stats.
+            self.build_stats["chunk_windows_missing"] = len(self._chunks)
+            logger.warning(
+                "LP-RAG index %s was persisted without long chunks' windows: its chunks "
+                "longer than the embedder's window, if any, get their pooled vector's "
+                "cosine, not their best window's; rebuild the index to score them by it",
+                folder,
+            )
         if state.model is not None:
             self._model = state.model
             if state.train_report is not None:

@@ -26,6 +26,7 @@ from .train_config import TrainReport
 
 MODEL_FILE = "link_predictor.pt"
 STATE_FILE = "lprag_state.json"
+WINDOWS = "chunk_windows"
 
 
 @dataclass
@@ -38,11 +39,15 @@ class LinkIndexState:
     model: LinkPredictor | None = None
     train_report: TrainReport | None = None
     build_stats: dict[str, Any] = field(default_factory=dict)
+    #: Long chunks' windows (``None``: an index persisted before they were kept).
+    windows: InMemoryVectorTable | None = None
 
 
 def write_state(folder: Path, state: LinkIndexState) -> None:
     """Write ``state`` into ``folder`` (the index's temporary folder; see ``persist``)."""
     state.chunks.persist(folder, "chunks")
+    if state.windows is not None:
+        state.windows.persist(folder, WINDOWS)
     rows, cols, weights = state.edges
     write_arrays(folder / "chunk_graph.npz", rows=rows, cols=cols, weights=weights)
     write_arrays(folder / "queries.npz", matrix=state.queries.vectors)
@@ -74,6 +79,8 @@ def read_state(folder: Path) -> LinkIndexState:
     )
     saved = read_json(folder / STATE_FILE)
     state = LinkIndexState(chunks, edges, queries, build_stats=dict(saved.get("build_stats", {})))
+    if (folder / f"{WINDOWS}.ids.json").is_file():
+        state.windows = InMemoryVectorTable.load(folder, WINDOWS)
     meta = saved.get("model")
     if meta is not None:
         model = LinkPredictor(meta["kind"], meta["in_dim"], meta["hidden"], meta["layers"])

@@ -13,6 +13,13 @@ past a 100 ms budget on two cores). Past ``max_candidates`` chunks the
 retriever therefore scores a candidate set: the ``max_candidates`` chunks
 nearest the query by the encoder's cosine (which contains the ``M`` chunks the
 query is attached to). Below that size, every chunk is scored, as in the paper.
+
+A chunk longer than the embedder's window gets one pooled vector, and its
+cosine term would be that vector's (:mod:`..core.windows`). With
+``long_chunks="best-window"`` (the default) the cosine term of such a chunk is
+its best window's instead, as CUE-RAG scores it; the predictor's ``φ`` and the
+query's attachments keep the pooled vectors the model was trained on. Only
+rankings with a cosine term (``cosine_prior`` not 0) are affected.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
+from ..core.windows import LONG_CHUNK_SCORES
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +76,9 @@ class LinkPredictionRetriever(BaseRetriever):
         max_candidates: Score at most this many chunks per query, the nearest by
             cosine (``None``: every chunk, the paper's exhaustive scoring). Only
             indexes larger than this are affected; see the module docs.
+        long_chunks: The cosine term of a chunk longer than the embedder's window:
+            its best window's (``"best-window"``) or its pooled vector's
+            (``"pooled"``); see the module docs.
         callback_manager: LlamaIndex callbacks.
     """
 
@@ -79,9 +90,13 @@ class LinkPredictionRetriever(BaseRetriever):
         query_neighbors: int | None = None,
         cosine_prior: float | Literal["standardized"] = 0.0,
         max_candidates: int | None = DEFAULT_MAX_CANDIDATES,
+        long_chunks: Literal["best-window", "pooled"] = "best-window",
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
+        if long_chunks not in LONG_CHUNK_SCORES:
+            raise ValueError(f"long_chunks must be one of {LONG_CHUNK_SCORES}, got {long_chunks!r}")
+        self.long_chunks = long_chunks
         if similarity_top_k is None and threshold is None:
             raise ValueError("set similarity_top_k, threshold or both")
         if similarity_top_k is not None and similarity_top_k <= 0:
@@ -152,8 +167,9 @@ class LinkPredictionRetriever(BaseRetriever):
         phi = phi.astype(np.float64)
         ranking = phi
         if self.cosine_prior:
-            z = snap.z_chunks if rows is None else snap.z_chunks[rows]
-            cos = (z @ vector).astype(np.float64)
+            cos = self._cosines(
+                snap, vector, np.arange(len(snap.chunk_ids)) if rows is None else rows
+            )
             if self.cosine_prior == STANDARDIZED:
                 ranking = standardize(phi) + standardize(cos)
             else:
@@ -163,6 +179,14 @@ class LinkPredictionRetriever(BaseRetriever):
         n = len(snap.chunk_ids)
         logits = _spread(phi, rows, n, -np.inf)
         return 1.0 / (1.0 + np.exp(-logits)), logits, _spread(ranking, rows, n, -np.inf), nbrs
+
+    def _cosines(self, snap, unit: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The cosine term of the chunks ``rows``: a long chunk's best window's
+        (``long_chunks="best-window"``) or every chunk's own vector's."""
+        cos = snap.z_chunks[rows] @ unit
+        if self.long_chunks == "best-window" and snap.windows is not None:
+            cos = snap.windows.best(cos, rows, unit)
+        return cos.astype(np.float64)
 
     def _rank(self, vector: np.ndarray) -> list[NodeWithScore]:
         snap = self._snapshot()
@@ -180,7 +204,7 @@ class LinkPredictionRetriever(BaseRetriever):
             return []
         nodes = self._index.get_chunks([snap.chunk_ids[i] for i in order])
         attached = set(nbrs.tolist())
-        cosines = snap.z_chunks[order] @ (vector / (np.linalg.norm(vector) or 1.0))
+        cosines = self._cosines(snap, vector / (np.linalg.norm(vector) or 1.0), order)
         predictor = self._index.predictor
         return [
             with_evidence(
@@ -194,6 +218,7 @@ class LinkPredictionRetriever(BaseRetriever):
                     "ranking_score": round(float(ranking[i]), 6),
                     "cosine_prior": self.cosine_prior,
                     "cosine": round(float(cos), 6),
+                    "long_chunks": self.long_chunks,
                     "rank": rank + 1,
                     "attached_to_query": bool(i in attached),
                 },

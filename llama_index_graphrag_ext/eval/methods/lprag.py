@@ -18,8 +18,9 @@ queries without the mentioned title), ``per_chunk`` (bridge queries per chunk),
 ``entity_chunks`` (its ``bridge_entity_chunks``),
 ``no_title_links`` (``none`` / ``knn`` / ``raise``: the index's
 ``on_no_title_links``), ``prior`` (the retriever's ``cosine_prior``: a weight, or ``std`` for the
-parameter-free ``"standardized"`` fusion) and ``candidates`` (the retriever's
-``max_candidates``; 0 scores every chunk). Name suffixes set them too, in this
+parameter-free ``"standardized"`` fusion), ``candidates`` (the retriever's
+``max_candidates``; 0 scores every chunk) and ``long_chunks`` (the retriever's:
+``best-window``, the default, or ``pooled``). Name suffixes set them too, in this
 order: ``-titles`` (or ``-titles-tuned-musique``), ``-mlp``, ``-bridges``,
 ``-hard0.5``, ``-prior1`` (or ``-priorstd``), e.g.
 ``lprag-pseudo-mlp-bridges-hard0.5-prior1``. ``-titles`` is the LLM-free preset
@@ -127,6 +128,7 @@ def _info(index: ChunkQueryLinkIndex, ctx: BenchContext, **extra: Any) -> dict[s
         "predictor": index.predictor,
         "bridges": bool(index.config().get("bridges")),
         "cosine_prior": _prior(ctx),
+        "long_chunks": _long_chunks(ctx),
         "preset": "-".join(filter(None, (ctx.options.get("preset"), ctx.options.get("tuned"))))
         or None,
         "chunks": len(index),
@@ -173,7 +175,13 @@ def _retriever(index: ChunkQueryLinkIndex, ctx: BenchContext):
         similarity_top_k=ctx.top_k,
         cosine_prior=_prior(ctx),
         max_candidates=cap if cap > 0 else None,
+        long_chunks=_long_chunks(ctx),
     )
+
+
+def _long_chunks(ctx: BenchContext) -> str:
+    """The retriever's ``long_chunks``: ``--set long_chunks=pooled`` keeps pooled cosines."""
+    return ctx.option("long_chunks", "best-window")
 
 
 @register_method(

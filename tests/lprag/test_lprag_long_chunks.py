@@ -1,0 +1,75 @@
+"""A chunk longer than the embedder's window gets its best window's cosine in
+LP-RAG's fused ranking (lprag/retriever.py, core/windows.py): the standardised
+cosine term no longer averages away what a long, many-topic document says once."""
+
+from __future__ import annotations
+
+import pytest
+
+from llama_index_graphrag_ext.core.nodes import PassageParser
+from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex
+from tests.cue.test_long_chunks import DOCS, QUESTION
+
+SMALL = {"hidden": 32, "epochs": 10, "lr": 0.01, "threads": 1, "k": 2, "query_neighbors": 2}
+
+
+@pytest.fixture(scope="module")
+def index(minilm):
+    return ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=minilm, transformations=[PassageParser()], query_source="pseudo",
+        **SMALL,
+    )  # fmt: skip
+
+
+def _ranked(index, **kw):
+    retriever = index.as_retriever(similarity_top_k=4, cosine_prior="standardized", **kw)
+    return {r.node.ref_doc_id: r.node.metadata["evidence"] for r in retriever.retrieve(QUESTION)}
+
+
+def test_the_long_chunk_keeps_its_windows(index):
+    windows = index._snapshot.windows
+    assert windows is not None and len(windows) > 1
+    assert index.build_stats["chunk_windows"] == len(windows)
+    log_chunk = index.ref_doc_info["log"].node_ids[0]
+    assert set(windows.owner.tolist()) == {index._chunks.row_of(log_chunk)}
+
+
+def test_best_window_cosine_lifts_the_long_chunk(index):
+    best, pooled = _ranked(index), _ranked(index, long_chunks="pooled")
+    # The short chunks' cosines are unchanged; the log's is its best window's, the
+    # highest of all where its pooled vector's was below two short chunks', and its
+    # standardised cosine term (the predictor's φ is the same) rises by over one unit.
+    for doc in set(best) - {"log"}:
+        assert best[doc]["cosine"] == pytest.approx(pooled[doc]["cosine"], abs=1e-6)
+    assert max(best, key=lambda d: best[d]["cosine"]) == "log"
+    assert best["log"]["cosine"] > pooled["log"]["cosine"] + 0.1
+    assert sorted(pooled, key=lambda d: -pooled[d]["cosine"]).index("log") == 2
+    assert best["log"]["link_logit"] == pooled["log"]["link_logit"]
+    assert best["log"]["ranking_score"] > pooled["log"]["ranking_score"] + 1.0
+    assert best["log"]["long_chunks"] == "best-window"
+    # With no cosine term (the paper's φ alone), long_chunks changes nothing.
+    phi = index.as_retriever(similarity_top_k=4).retrieve(QUESTION)
+    phi_pooled = index.as_retriever(similarity_top_k=4, long_chunks="pooled").retrieve(QUESTION)
+    assert [r.node.node_id for r in phi] == [r.node.node_id for r in phi_pooled]
+    with pytest.raises(ValueError, match="long_chunks"):
+        index.as_retriever(long_chunks="mean")
+
+
+def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm, tmp_path, caplog):
+    index.persist(tmp_path / "lp")
+    loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=minilm)
+    assert loaded._windows.ids == index._windows.ids
+    assert _ranked(loaded) == _ranked(index)
+    # An index persisted before windows were kept loads, and ranks long chunks pooled.
+    for name in ("chunk_windows.npz", "chunk_windows.ids.json"):
+        (tmp_path / "lp" / name).unlink()
+    with caplog.at_level("WARNING"):
+        old = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=minilm)
+    assert "persisted without long chunks' windows" in caplog.text
+    assert old.build_stats["chunk_windows_missing"] == len(DOCS)
+    assert old._snapshot.windows is None
+    assert [d for d in _ranked(old)] == [d for d in _ranked(index, long_chunks="pooled")]
+    # Deleting the long document drops its windows with it.
+    loaded.delete_ref_doc("log")
+    assert len(loaded._windows) == 0 and loaded._snapshot.windows is None
+    assert loaded.build_stats["chunk_windows"] == 0
