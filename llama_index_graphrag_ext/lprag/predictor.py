@@ -360,6 +360,7 @@ class LinkScorer:
         neighbors: np.ndarray,
         weights: np.ndarray,
         rows: np.ndarray | None = None,
+        cosines: np.ndarray | None = None,
     ) -> np.ndarray:
         """``phi(q, C)`` for every chunk ``C`` for one new query node (§3.4 Inference).
 
@@ -370,6 +371,9 @@ class LinkScorer:
             rows: Score only these chunk rows (``None``: all). The decoder is an MLP
                 on every (query, chunk) pair, ``n x hidden^2`` work per query, so
                 large indexes score a candidate set (see the retriever).
+            cosines: The text cosine the decoder reads for each scored chunk
+                (``None``: the chunk vector's); the retriever passes a long chunk's
+                best window's.
 
         Returns:
             One logit per chunk of ``rows`` (or per chunk), in that order.
@@ -385,7 +389,11 @@ class LinkScorer:
             index = torch.from_numpy(np.asarray(rows, np.int64))
             states, z_chunks = states[index], z_chunks[index]
         n = len(index)
-        cos = z_chunks @ zq[0]
+        cos = (
+            z_chunks @ zq[0]
+            if cosines is None
+            else torch.from_numpy(np.asarray(cosines, np.float32))
+        )
         common = None
         if self.model.kind == "ncn":
             common = common_neighbor_sum(nb.expand(n, -1), index, self.states[-1], self.graph)

@@ -14,12 +14,13 @@ retriever therefore scores a candidate set: the ``max_candidates`` chunks
 nearest the query by the encoder's cosine (which contains the ``M`` chunks the
 query is attached to). Below that size, every chunk is scored, as in the paper.
 
-A chunk longer than the embedder's window gets one pooled vector, and its
-cosine term would be that vector's (:mod:`..core.windows`). With
-``long_chunks="best-window"`` (the default) the cosine term of such a chunk is
-its best window's instead, as CUE-RAG scores it; the predictor's ``φ`` and the
-query's attachments keep the pooled vectors the model was trained on. Only
-rankings with a cosine term (``cosine_prior`` not 0) are affected.
+A chunk longer than the embedder's window gets one pooled vector, the average
+of all it says (:mod:`..core.windows`). With ``long_chunks="best-window"`` (the
+default) the query-chunk cosine of such a chunk is its best window's instead,
+as CUE-RAG scores it: both where the decoder reads it (``φ`` adds a learned
+scale times the cosine) and in the cosine term of the fused ranking. The
+chunk's graph state and the query's attachments keep the pooled vectors the
+model was trained on.
 """
 
 from __future__ import annotations
@@ -163,13 +164,13 @@ class LinkPredictionRetriever(BaseRetriever):
         # Inference graph (§3.4): the query node receives messages from its M nearest chunks.
         nbrs = self._index.nearest_chunk_rows(snap, vector, self.query_neighbors)
         rows = self._candidates(snap, vector)
-        phi = snap.scorer.logits(vector, nbrs, np.ones(len(nbrs), np.float32), rows=rows)
-        phi = phi.astype(np.float64)
+        scored = np.arange(len(snap.chunk_ids)) if rows is None else rows
+        best = self._window_cosines(snap, vector, scored)
+        ones = np.ones(len(nbrs), np.float32)
+        phi = snap.scorer.logits(vector, nbrs, ones, rows=rows, cosines=best).astype(np.float64)
         ranking = phi
         if self.cosine_prior:
-            cos = self._cosines(
-                snap, vector, np.arange(len(snap.chunk_ids)) if rows is None else rows
-            )
+            cos = self._cosines(snap, vector, scored, best)
             if self.cosine_prior == STANDARDIZED:
                 ranking = standardize(phi) + standardize(cos)
             else:
@@ -180,13 +181,18 @@ class LinkPredictionRetriever(BaseRetriever):
         logits = _spread(phi, rows, n, -np.inf)
         return 1.0 / (1.0 + np.exp(-logits)), logits, _spread(ranking, rows, n, -np.inf), nbrs
 
-    def _cosines(self, snap, unit: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The cosine term of the chunks ``rows``: a long chunk's best window's
-        (``long_chunks="best-window"``) or every chunk's own vector's."""
-        cos = snap.z_chunks[rows] @ unit
-        if self.long_chunks == "best-window" and snap.windows is not None:
-            cos = snap.windows.best(cos, rows, unit)
-        return cos.astype(np.float64)
+    def _window_cosines(self, snap, unit: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
+        """The cosines of the chunks ``rows``, a long chunk's its best window's; ``None``
+        when every chunk keeps its own vector's (``long_chunks="pooled"``, no long chunk)."""
+        if self.long_chunks != "best-window" or snap.windows is None:
+            return None
+        return snap.windows.best(snap.z_chunks[rows] @ unit, rows, unit)
+
+    def _cosines(self, snap, unit: np.ndarray, rows: np.ndarray, best=None) -> np.ndarray:
+        """The query-chunk cosines of ``rows`` (``best``: already computed)."""
+        if best is None:
+            best = self._window_cosines(snap, unit, rows)
+        return (snap.z_chunks[rows] @ unit if best is None else best).astype(np.float64)
 
     def _rank(self, vector: np.ndarray) -> list[NodeWithScore]:
         snap = self._snapshot()
