@@ -36,6 +36,7 @@ from ..core.llm import (
     reason_of,
     run_sync,
 )
+from ..core.windows import embed_with_windows
 from .filtering import doc2query_minus
 from .parsing import QAPairs, dedupe_pairs, parse_pairs
 from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, DOC2QUERY_REPAIR_NOTE
@@ -253,7 +254,7 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
         pair_vecs = await asyncio.to_thread(
             embed_texts, embed, [self.text_of(p) for p in all_pairs]
         )
-        chunk_vecs = await asyncio.to_thread(embed_texts, embed, texts)
+        chunk_vecs, chunk_windows = await asyncio.to_thread(embed_with_windows, embed, texts)
         kept: list[QueryPair] = []
         kept_rows: list[int] = []
         start = 0
@@ -274,7 +275,7 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
             meter = caller.meter.snapshot()
             stats.update(llm_calls=meter["calls"], cache_hits=meter["cache_hits"])
         vectors = pair_vecs[kept_rows] if kept_rows else pair_vecs[:0]
-        return GeneratedNodes(kept, vectors, stats, chunk_vecs)
+        return GeneratedNodes(kept, vectors, stats, chunk_vecs, chunk_windows)
 
     def generate(self, chunks: Sequence[BaseNode]) -> GeneratedNodes:
         """Sync :meth:`agenerate` (the LLM calls run on the suite's event loop)."""

@@ -17,12 +17,13 @@ differ in the few neighbours the approximation misses.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.ann import ivf_knn, use_approximate
+from ..core.windows import ChunkWindows
 from .query_nodes import QueryPair
 
 _NONE = -1
@@ -146,6 +147,9 @@ class QueryLayer:
         exclude_same_chunk: Whether same-chunk nodes were excluded from kNN.
         chunk_matrix: ``(len(chunks), d)`` unit embeddings of the chunks
             themselves (used by the ``chunk_weight`` retrieval option).
+        chunk_windows: The windows of chunks longer than the embedder's window,
+            owned by chunk code (``long_chunks="best-window"`` scores such a
+            chunk's own cosine by its best window; ``None``: no long chunk).
     """
 
     pairs: tuple[QueryPair, ...]
@@ -157,6 +161,7 @@ class QueryLayer:
     k: int
     exclude_same_chunk: bool = False
     chunk_matrix: np.ndarray | None = None
+    chunk_windows: ChunkWindows | None = None
 
     @classmethod
     def empty(cls, k: int, dim: int = 0, exclude_same_chunk: bool = False) -> QueryLayer:
@@ -181,10 +186,11 @@ class QueryLayer:
         k: int,
         exclude_same_chunk: bool = False,
         chunk_vectors: dict[str, np.ndarray] | None = None,
+        chunk_windows: dict[str, np.ndarray] | None = None,
     ) -> QueryLayer:
         """Build from scratch (one blocked kNN pass)."""
         layer = cls.empty(k, matrix.shape[1] if matrix.ndim == 2 else 0, exclude_same_chunk)
-        return layer.added(pairs, matrix, chunk_vectors)
+        return layer.added(pairs, matrix, chunk_vectors, chunk_windows)
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -211,12 +217,14 @@ class QueryLayer:
         pairs: Sequence[QueryPair],
         vectors: np.ndarray,
         chunk_vectors: dict[str, np.ndarray] | None = None,
+        chunk_windows: dict[str, np.ndarray] | None = None,
     ) -> QueryLayer:
         """A new layer with ``pairs`` appended.
 
         New nodes get their kNN over all nodes; existing nodes' lists are merged
         with the new candidates (only ``old x new`` similarities are computed).
-        ``chunk_vectors`` maps new chunk ids to their embeddings (zeros when absent).
+        ``chunk_vectors`` maps new chunk ids to their embeddings (zeros when absent),
+        ``chunk_windows`` long ones to their windows' unit vectors.
         """
         if not len(pairs):
             return self
@@ -263,6 +271,7 @@ class QueryLayer:
             self.k,
             self.exclude_same_chunk,
             np.vstack([old_chunk_rows.reshape(len(self.chunks), dim), new_chunk_rows]),
+            _with_windows(self.chunk_windows, fresh, len(self.chunks), chunk_windows or {}),
         )
 
     def without_chunks(self, chunk_ids: Sequence[str]) -> QueryLayer:
@@ -291,9 +300,16 @@ class QueryLayer:
             idx, sims = knn_rows(matrix, redo, self.k, codes if self.exclude_same_chunk else None)
             knn[redo], knn_sim[redo] = idx, sims
         chunk_matrix = None
+        old_pos = {c: i for i, c in enumerate(self.chunks)}
         if self.chunk_matrix is not None and len(self.chunk_matrix) == len(self.chunks):
-            old_pos = {c: i for i, c in enumerate(self.chunks)}
             chunk_matrix = self.chunk_matrix[[old_pos[c] for c in chunks]]
+        windows = self.chunk_windows
+        if windows is not None:  # old chunk code -> new (-1: dropped)
+            code = np.full(len(self.chunks), _NONE, dtype=np.int64)
+            code[[old_pos[c] for c in chunks]] = np.arange(len(chunks))
+            owner = code[windows.owner]
+            kept = owner >= 0
+            windows = ChunkWindows(windows.matrix[kept], owner[kept]) if kept.any() else None
         return QueryLayer(
             pairs,
             matrix,
@@ -304,8 +320,44 @@ class QueryLayer:
             self.k,
             self.exclude_same_chunk,
             chunk_matrix,
+            windows,
         )
 
     def neighbor_ids(self, row: int) -> list[str]:
         """Ids of a node's kNN neighbours, best first."""
         return [self.pairs[j].node_id for j in self.knn[row] if j >= 0]
+
+
+def _with_windows(
+    windows: ChunkWindows | None,
+    fresh: Sequence[str],
+    first_code: int,
+    new: dict[str, np.ndarray],
+) -> ChunkWindows | None:
+    """``windows`` with those of the ``fresh`` chunks (codes from ``first_code``) appended."""
+    parts = [(first_code + i, new[c]) for i, c in enumerate(fresh) if len(new.get(c, ())) > 1]
+    if not parts:
+        return windows
+    matrix = np.vstack([w for _, w in parts]).astype(np.float32)
+    owner = np.concatenate([np.full(len(w), code, np.int64) for code, w in parts])
+    if windows is not None:
+        matrix, owner = np.vstack([windows.matrix, matrix]), np.concatenate([windows.owner, owner])
+    return ChunkWindows(matrix, owner)
+
+
+def window_arrays(windows: ChunkWindows | None, dim: int) -> dict[str, np.ndarray]:
+    """The layer's long-chunk windows as the arrays the layer file keeps (empty: none)."""
+    if windows is None:
+        return {
+            "window_matrix": np.zeros((0, dim), np.float32),
+            "window_owner": np.zeros(0, np.int64),
+        }
+    return {"window_matrix": windows.matrix, "window_owner": windows.owner}
+
+
+def windows_from_arrays(arrays: Mapping[str, np.ndarray]) -> ChunkWindows | None:
+    """The windows :func:`window_arrays` wrote (None: none, or a file from before them)."""
+    if "window_owner" not in arrays or not len(arrays["window_owner"]):
+        return None
+    owner = arrays["window_owner"].astype(np.int64)
+    return ChunkWindows(arrays["window_matrix"].astype(np.float32), owner)

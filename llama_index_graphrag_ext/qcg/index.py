@@ -27,8 +27,9 @@ from ..core.embeddings import embed_texts, normalize_rows
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
+from ..core.windows import embed_with_windows
 from .doc2query import STEP, Doc2QueryGenerator
-from .graph import QueryLayer
+from .graph import QueryLayer, window_arrays, windows_from_arrays
 from .prompts import QCG_ANSWER_PROMPT
 from .query_nodes import QUERY_NODES_KEY, GeneratedNodes, QueryNodeGenerator, QueryPair
 from .retriever import QCGRetriever, RetrievalParams
@@ -52,6 +53,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "chunk_weight": 0.0,
         "fill": False,
         "chunk_vectors": "embed",
+        "long_chunks": "pooled",
     },
     "lihuaworld": {
         "generator": "doc2query",
@@ -66,6 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "chunk_weight": 0.0,
         "fill": False,
         "chunk_vectors": "embed",
+        "long_chunks": "pooled",
     },
     # The LLM-free presets (sentence nodes; not the paper's settings): chosen by
     # one sweep per dev set with MiniLM, each reported on the other set
@@ -84,6 +87,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "chunk_weight": 1.0,
         "fill": True,
         "chunk_vectors": "embed",
+        "long_chunks": "best-window",
     },
     "sentences-tuned-musique": {
         "generator": "sentences",
@@ -96,6 +100,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "chunk_weight": 1.0,
         "fill": True,
         "chunk_vectors": "embed",
+        "long_chunks": "best-window",
     },
 }
 
@@ -109,6 +114,7 @@ _RETRIEVAL_KEYS = (
     "aggregator",
     "chunk_weight",
     "fill",
+    "long_chunks",
 )
 _CHUNK_VECTORS = ("embed", "pooled")
 _LAYER_FILE = "qcg_layer.npz"
@@ -164,6 +170,10 @@ class QueryCentricGraphIndex(GraphIndexBase):
             unit mean of its query nodes' vectors: no embedding call; not in the
             paper). Used by ``chunk_weight`` and ``fill``; a Doc2Query-- filter
             always embeds the chunk.
+        long_chunks: A chunk longer than the embedder's window gets, in
+            ``chunk_weight`` and ``fill``, its best window's cosine
+            (``best-window``; the ``sentences`` presets) or its pooled vector's
+            (``pooled``; the paper presets). Its windows are kept either way.
         **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
             ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`).
     """
@@ -189,6 +199,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
         chunk_weight: float | None = None,
         fill: bool | None = None,
         chunk_vectors: str | None = None,
+        long_chunks: str | None = None,
     ) -> None:
         explicit = {
             "num_pairs": num_pairs,
@@ -204,6 +215,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
             "exclude_same_chunk": exclude_same_chunk,
             "fill": fill,
             "chunk_vectors": chunk_vectors,
+            "long_chunks": long_chunks,
         }
         explicit = {key: v for key, v in explicit.items() if v is not None}
         free_note = "generator='sentences' (the paper's Sentence Nodes ablation)"
@@ -299,8 +311,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
 
     def _generate(
         self, nodes: Sequence[BaseNode]
-    ) -> tuple[list[QueryPair], np.ndarray, dict[str, np.ndarray]]:
-        """Query nodes, their vectors and chunk vectors for new chunks.
+    ) -> tuple[list[QueryPair], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Query nodes, their vectors, and chunk vectors and long chunks' windows for new chunks.
 
         Chunks carrying query nodes in their metadata use them; the generator
         makes the others'. Chunks are embedded once (Doc2Query-- already does).
@@ -319,6 +331,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
         )
         self.build_stats["chunks_with_given_nodes"] += len(given)
         chunk_vectors: dict[str, np.ndarray] = {}
+        windows: dict[str, np.ndarray] = {}
         if todo:
             result: GeneratedNodes = self.generator.generate(todo)
             if isinstance(self.generator, SentenceQueryGenerator):
@@ -327,6 +340,9 @@ class QueryCentricGraphIndex(GraphIndexBase):
                 chunk_vectors.update(
                     zip([n.node_id for n in todo], result.chunk_vectors, strict=True)
                 )
+                for node, found in zip(todo, result.chunk_windows or [], strict=False):
+                    if found is not None:
+                        windows[node.node_id] = found
             self.build_stats.update(result.stats)
             gen_vectors = result.vectors
             if gen_vectors is None:
@@ -344,13 +360,16 @@ class QueryCentricGraphIndex(GraphIndexBase):
         if missing and self.chunk_vectors == "pooled":
             chunk_vectors.update(_pooled(pairs, vectors, {n.node_id for n in missing}))
         elif missing:
-            vecs = embed_texts(
+            vecs, found = embed_with_windows(
                 self.embed_model,
                 [n.get_content(metadata_mode=MetadataMode.EMBED) for n in missing],
                 show_progress=self._show_progress,
                 desc="Embedding chunks",
             )
             chunk_vectors.update(zip([n.node_id for n in missing], vecs, strict=True))
+            windows.update(
+                (n.node_id, w) for n, w in zip(missing, found, strict=True) if w is not None
+            )
         orphans = [n.node_id for n in nodes if n.node_id not in with_nodes]
         if orphans:
             self.build_stats["chunks_without_query_nodes"] += len(orphans)
@@ -359,14 +378,19 @@ class QueryCentricGraphIndex(GraphIndexBase):
                 len(orphans),
                 orphans[:5],
             )
-        return pairs, vectors, chunk_vectors
+        return pairs, vectors, chunk_vectors, windows
 
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
-        pairs, vectors, chunk_vectors = self._generate(nodes)
-        self._layer = self._layer.added(pairs, vectors, chunk_vectors)
+        pairs, vectors, chunk_vectors, windows = self._generate(nodes)
+        self._layer = self._layer.added(pairs, vectors, chunk_vectors, windows)
+        windows = self._layer.chunk_windows
+        self.build_stats["chunk_windows"] = 0 if windows is None else len(windows)
 
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
         self._layer = self._layer.without_chunks(node_ids)
+        if "chunk_windows" in self.build_stats:
+            windows = self._layer.chunk_windows
+            self.build_stats["chunk_windows"] = 0 if windows is None else len(windows)
 
     def _searchable(self) -> dict[str, tuple[Sequence[str], np.ndarray]]:
         layer = self._layer  # step 1 of retrieval searches the query nodes
@@ -381,6 +405,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
             knn=layer.knn,
             knn_sim=layer.knn_sim,
             chunk_matrix=layer.chunk_matrix,
+            **window_arrays(layer.chunk_windows, layer.matrix.shape[1]),
         )
         write_json(
             folder / _NODES_FILE,
@@ -405,8 +430,18 @@ class QueryCentricGraphIndex(GraphIndexBase):
             self.k,
             self.exclude_same_chunk,
             arrays["chunk_matrix"].astype(np.float32),
+            windows_from_arrays(arrays),
         )
         self.build_stats = Counter(data.get("build_stats", {}))
+        if "window_owner" not in arrays and len(self._layer.chunks):
+            # Persisted before long chunks kept their windows: say so, here and in the stats.
+            self.build_stats["chunk_windows_missing"] = len(self._layer.chunks)
+            logger.warning(
+                "QCG index %s was persisted without long chunks' windows: chunks longer "
+                "than the embedder's window, if any, get their pooled vector's cosine; "
+                "rebuild the index to score them by their best window",
+                folder,
+            )
 
     # --------------------------------------------------------------- engines
 

@@ -107,12 +107,15 @@ class GeneratedNodes:
         stats: Counts for logs and reports.
         chunk_vectors: Embeddings of the input chunks, in input order, when the
             generator computed them (Doc2Query-- does), else None.
+        chunk_windows: With ``chunk_vectors``, per chunk the unit vectors of the
+            windows a long one was pooled from (None: read whole).
     """
 
     pairs: list[QueryPair]
     vectors: np.ndarray | None = None
     stats: dict[str, int] = field(default_factory=dict)
     chunk_vectors: np.ndarray | None = None
+    chunk_windows: list[np.ndarray | None] | None = None
 
 
 def _chunk_text(node: BaseNode) -> str:

@@ -15,6 +15,9 @@ chunks (a strict ``γ``, or kNN edges that stay inside one chunk). With
 the missing places are filled, after every collected chunk, by the other
 chunks in order of their own cosine to the question; the retriever counts the
 fills in :attr:`QCGRetriever.stats` and marks each filled node's evidence.
+A chunk's own cosine (``chunk_weight``, ``fill``) is, for a chunk longer than
+the embedder's window, its best window's (``long_chunks="best-window"``, the
+default; ``"pooled"`` in the paper presets, where neither option is on).
 
 All of it is array work on the index's current snapshot: one matrix-vector
 product over the query nodes, adjacency lookups for the hops, ``bincount`` for
@@ -45,6 +48,7 @@ from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
 from ..core.search import RowSearcher
+from ..core.windows import LONG_CHUNK_SCORES
 from .graph import QueryLayer
 
 if TYPE_CHECKING:
@@ -73,6 +77,9 @@ class RetrievalParams:
         fill: When step 3 collected fewer than ``K`` chunks, fill the rest with
             the uncollected chunks of highest cosine to the question, ranked
             after the collected ones (not in the paper; False = paper).
+        long_chunks: The own cosine (``chunk_weight``, ``fill``) of a chunk longer
+            than the embedder's window: its best window's (``"best-window"``) or
+            its pooled vector's (``"pooled"``); see :mod:`..core.windows`.
     """
 
     similarity_top_k: int = 5
@@ -83,6 +90,7 @@ class RetrievalParams:
     aggregator: Aggregator = "mean"
     chunk_weight: float = 0.0
     fill: bool = False
+    long_chunks: str = "best-window"
 
     def __post_init__(self) -> None:
         if self.similarity_top_k <= 0:
@@ -95,6 +103,10 @@ class RetrievalParams:
             raise ValueError(f"aggregator must be mean, max or sum, not {self.aggregator!r}")
         if self.chunk_weight < 0:
             raise ValueError("chunk_weight must be >= 0")
+        if self.long_chunks not in LONG_CHUNK_SCORES:
+            raise ValueError(
+                f"long_chunks must be one of {LONG_CHUNK_SCORES}, got {self.long_chunks!r}"
+            )
 
 
 @dataclass
@@ -181,7 +193,7 @@ def collect(
     chunk_cos = np.full(n_chunks, np.nan)
     if params.chunk_weight > 0 and layer.chunk_matrix is not None and len(present):
         w = params.chunk_weight
-        cos_c = (layer.chunk_matrix[present] @ query_vector).astype(np.float64)
+        cos_c = _own_cosines(layer, query_vector, present, params).astype(np.float64)
         chunk_cos[present] = cos_c
         if params.aggregator == "mean":
             score[present] = (score[present] * count[present] + w * cos_c) / (count[present] + w)
@@ -196,18 +208,34 @@ def collect(
         rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top], 0, len(present)
     )
     if params.fill and len(top) < params.similarity_top_k:
-        _fill(layer, query_vector, params.similarity_top_k - len(top), present, found)
+        _fill(layer, query_vector, params, present, found)
     return found
 
 
+def _own_cosines(
+    layer: QueryLayer, query_vector: np.ndarray, codes: np.ndarray, params: RetrievalParams
+) -> np.ndarray:
+    """The chunks' own cosines to the question; a long chunk's is its best window's
+    unless ``long_chunks="pooled"``."""
+    cos = layer.chunk_matrix[codes] @ query_vector
+    if params.long_chunks == "best-window" and layer.chunk_windows is not None:
+        cos = layer.chunk_windows.best(cos, codes, query_vector)
+    return cos
+
+
 def _fill(
-    layer: QueryLayer, query_vector: np.ndarray, need: int, collected: np.ndarray, found: Collected
+    layer: QueryLayer,
+    query_vector: np.ndarray,
+    params: RetrievalParams,
+    collected: np.ndarray,
+    found: Collected,
 ) -> None:
-    """Append up to ``need`` uncollected chunks by their own cosine (the ``fill`` option)."""
+    """Append the missing ``K`` chunks, uncollected ones by their own cosine (``fill``)."""
     matrix = layer.chunk_matrix
     if matrix is None or len(matrix) != len(layer.chunks):
         return
-    cos = (matrix @ query_vector).astype(np.float64)
+    need = params.similarity_top_k - len(found.chunk_codes)
+    cos = _own_cosines(layer, query_vector, np.arange(len(matrix)), params).astype(np.float64)
     cos[collected] = -np.inf
     # A chunk without a vector (all zeros) has nothing to be ranked by.
     cos[~matrix.any(axis=1)] = -np.inf
@@ -239,6 +267,8 @@ class QCGRetriever(BaseRetriever):
         chunk_weight: Votes of the chunk's own cosine (0: paper; see :class:`RetrievalParams`).
         fill: Fill up to ``K`` chunks by chunk cosine when step 3 collects fewer
             (False: paper; see :class:`RetrievalParams`).
+        long_chunks: A long chunk's own cosine: ``best-window`` or ``pooled``
+            (default: the index's; see :class:`RetrievalParams`).
         max_evidence: Query nodes listed per chunk in the evidence (best first).
         reranker: Any LlamaIndex reranking postprocessor; re-ranks the best
             ``rerank_candidates`` chunks and keeps ``K`` (not in the paper).
@@ -258,6 +288,7 @@ class QCGRetriever(BaseRetriever):
         aggregator: Aggregator | None = None,
         chunk_weight: float | None = None,
         fill: bool | None = None,
+        long_chunks: str | None = None,
         max_evidence: int = 8,
         reranker: BaseNodePostprocessor | None = None,
         rerank_candidates: int | None = None,
@@ -273,6 +304,7 @@ class QCGRetriever(BaseRetriever):
             "aggregator": aggregator,
             "chunk_weight": chunk_weight,
             "fill": fill,
+            "long_chunks": long_chunks,
         }
         values = {**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}}
         self.params = RetrievalParams(**values)

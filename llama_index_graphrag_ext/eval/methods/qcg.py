@@ -7,7 +7,8 @@ on musique-100); ``qcg-sentences-tuned-musique`` runs ``sentences-tuned-musique`
 Options (``graphrag-ext bench --set key=value``), all optional:
 
 * all: ``k``, ``n`` (max query nodes), ``gamma``, ``hops``, ``epsilon``,
-  ``aggregator``, ``exclude_same_chunk``, ``fill``, ``chunk_vectors``;
+  ``aggregator``, ``exclude_same_chunk``, ``fill``, ``chunk_vectors``,
+  ``long_chunks`` (``best-window`` / ``pooled``);
 * ``qcg-sentences``: ``title_prefix``, ``splitter`` (``rule`` / ``spacy``),
   ``min_chars``, ``sentence_alpha``;
 * ``qcg``: ``pairs`` (``M``, default 20; use e.g. ``pairs=3`` with the embedded
@@ -52,6 +53,7 @@ def _retrieval_options(ctx: BenchContext, preset: str) -> dict:
         "chunk_weight": ctx.option("chunk_weight", float(base["chunk_weight"])),
         "fill": ctx.option("fill", bool(base["fill"])),
         "chunk_vectors": ctx.option("chunk_vectors", base["chunk_vectors"]),
+        "long_chunks": ctx.option("long_chunks", base["long_chunks"]),
         "similarity_top_k": ctx.top_k,
     }
 
