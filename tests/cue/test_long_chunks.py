@@ -6,30 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue import MultiPartiteIndex
-
-TOPICS = [
-    "The quarterly budget review approved a new office lease in Linz.",
-    "Lunch orders moved to the noodle bar on Wednesdays.",
-    "Printer toner on the third floor ran out again.",
-    "The parking garage closes early on Fridays for cleaning.",
-    "Payroll switched to a new provider in March.",
-    "The staff choir rehearses on Tuesday evenings.",
-]
-# A meeting log: many topics, and once, far past the first window, the lighthouse.
-LOG = " ".join(
-    [*TOPICS * 4, "Mira Holt repaired the lamp of the Velden lighthouse in 1998.", *TOPICS * 2]
+from tests.long_documents import (
+    DOCS,
+    QUESTION,
+    assert_only_the_log_has_windows,
+    load_as_before_windows,
 )
-DOCS = [
-    Document(id_="log", text=LOG),
-    Document(id_="town", text="Velden is a lake town in Carinthia, Austria."),
-    Document(id_="coast", text="Lighthouses along the Adriatic coast were automated in 1990."),
-    Document(id_="bakery", text="The Linz bakery sells rye bread and cinnamon buns."),
-]
-QUESTION = "Who repaired the lamp of the Velden lighthouse?"
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +34,7 @@ def _scores(index, **kw):
 
 
 def test_the_long_chunk_keeps_its_windows_from_the_one_pass(index, minilm):
-    windows = index.view().chunk_windows
-    assert windows is not None and len(windows) > 1
-    assert index.build_stats["chunk_windows"] == len(windows)
-    log_chunk = index.ref_doc_info["log"].node_ids[0]
-    assert set(windows.owner.tolist()) == {index._chunks.row_of(log_chunk)}
+    assert_only_the_log_has_windows(index, index.view().chunk_windows, index._chunks.row_of)
 
 
 def test_best_window_lifts_the_long_chunk_the_paths_reached(index):
@@ -84,12 +65,7 @@ def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm,
     assert loaded._windows.ids == index._windows.ids
     assert _scores(loaded) == pytest.approx(_scores(index))
     # An index persisted before windows were kept loads, and scores long chunks pooled.
-    for name in ("chunk_windows.npz", "chunk_windows.ids.json"):
-        (tmp_path / "cue" / name).unlink()
-    with caplog.at_level("WARNING"):
-        old = MultiPartiteIndex.load(tmp_path / "cue", embed_model=minilm)
-    assert "persisted without long chunks' windows" in caplog.text
-    assert old.build_stats["chunk_windows_missing"] == len(DOCS)
+    old = load_as_before_windows(MultiPartiteIndex, tmp_path / "cue", minilm, caplog)
     assert old.view().chunk_windows is None
     assert _scores(old) == pytest.approx(_scores(index, long_chunks="pooled"))
     # Deleting the long document drops its windows with it.

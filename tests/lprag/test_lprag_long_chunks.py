@@ -9,7 +9,12 @@ import pytest
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex
-from tests.cue.test_long_chunks import DOCS, QUESTION
+from tests.long_documents import (
+    DOCS,
+    assert_only_the_log_has_windows,
+    evidence_by_document,
+    load_as_before_windows,
+)
 
 SMALL = {"hidden": 32, "epochs": 10, "lr": 0.01, "threads": 1, "k": 2, "query_neighbors": 2}
 
@@ -24,15 +29,11 @@ def index(minilm):
 
 def _ranked(index, **kw):
     retriever = index.as_retriever(similarity_top_k=4, cosine_prior="standardized", **kw)
-    return {r.node.ref_doc_id: r.node.metadata["evidence"] for r in retriever.retrieve(QUESTION)}
+    return evidence_by_document(retriever)
 
 
 def test_the_long_chunk_keeps_its_windows(index):
-    windows = index._snapshot.windows
-    assert windows is not None and len(windows) > 1
-    assert index.build_stats["chunk_windows"] == len(windows)
-    log_chunk = index.ref_doc_info["log"].node_ids[0]
-    assert set(windows.owner.tolist()) == {index._chunks.row_of(log_chunk)}
+    assert_only_the_log_has_windows(index, index._snapshot.windows, index._chunks.row_of)
 
 
 def test_best_window_cosine_lifts_the_long_chunk(index):
@@ -60,12 +61,7 @@ def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm,
     assert loaded._windows.ids == index._windows.ids
     assert _ranked(loaded) == _ranked(index)
     # An index persisted before windows were kept loads, and ranks long chunks pooled.
-    for name in ("chunk_windows.npz", "chunk_windows.ids.json"):
-        (tmp_path / "lp" / name).unlink()
-    with caplog.at_level("WARNING"):
-        old = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=minilm)
-    assert "persisted without long chunks' windows" in caplog.text
-    assert old.build_stats["chunk_windows_missing"] == len(DOCS)
+    old = load_as_before_windows(ChunkQueryLinkIndex, tmp_path / "lp", minilm, caplog)
     assert old._snapshot.windows is None
     assert [d for d in _ranked(old)] == [d for d in _ranked(index, long_chunks="pooled")]
     # Deleting the long document drops its windows with it.

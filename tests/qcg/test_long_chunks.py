@@ -10,7 +10,7 @@ import pytest
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex, QueryLayer, QueryPair
-from tests.cue.test_long_chunks import DOCS, QUESTION
+from tests.long_documents import DOCS, assert_only_the_log_has_windows, evidence_by_document
 
 
 def _unit(*values: float) -> np.ndarray:
@@ -26,16 +26,11 @@ def index(minilm):
 
 
 def _chunk_cosines(index, **kw):
-    retriever = index.as_retriever(similarity_top_k=4, **kw)
-    return {r.node.ref_doc_id: r.node.metadata["evidence"] for r in retriever.retrieve(QUESTION)}
+    return evidence_by_document(index.as_retriever(similarity_top_k=4, **kw))
 
 
 def test_the_layer_keeps_the_long_chunk_s_windows(index):
-    windows = index.layer.chunk_windows
-    assert windows is not None and len(windows) > 1
-    assert index.build_stats["chunk_windows"] == len(windows)
-    log_chunk = index.ref_doc_info["log"].node_ids[0]
-    assert set(windows.owner.tolist()) == {index.layer.chunks.index(log_chunk)}
+    assert_only_the_log_has_windows(index, index.layer.chunk_windows, index.layer.chunks.index)
 
 
 def test_best_window_is_the_long_chunk_s_own_cosine(index):
