@@ -263,10 +263,10 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
             start += len(nodes)
             if not len(nodes):
                 continue
+            chunk = chunk_vecs[ci] if chunk_windows[ci] is None else chunk_windows[ci]
+            keep, scores = doc2query_minus(pair_vecs[rows], chunk, self.alpha)
             if nodes[0].kind == "sentence":  # fallback nodes are not filtered
-                keep, scores = np.arange(len(nodes)), pair_vecs[rows] @ chunk_vecs[ci]
-            else:
-                keep, scores = doc2query_minus(pair_vecs[rows], chunk_vecs[ci], self.alpha)
+                keep = np.arange(len(nodes))
             for j in keep:
                 kept.append(_with_score(nodes[j], float(scores[j])))
                 kept_rows.append(int(rows[j]))

@@ -1,8 +1,9 @@
 """Extended Doc2Query-- (paper §3.3 step 2): keep the top ``alpha`` of each chunk's pairs.
 
 The pairs of a chunk are embedded as ``query ⊕ answer``
-(:func:`~.query_nodes.node_text`) and ranked by cosine to the chunk; the top
-``alpha`` fraction are kept (paper: ``alpha = 0.8`` of ``M = 20``). No LLM is
+(:func:`~.query_nodes.node_text`) and ranked by cosine to the chunk (for a chunk
+longer than the embedder's window, to its best window: a pair about its end is
+not judged against the average of all it says); the top ``alpha`` fraction are kept (paper: ``alpha = 0.8`` of ``M = 20``). No LLM is
 involved: :class:`~.doc2query.Doc2QueryGenerator` applies it to the LLM's pairs,
 and :class:`~.sentence_nodes.SentenceQueryGenerator` to sentences when asked
 (``alpha < 1``).
@@ -33,14 +34,17 @@ def doc2query_minus(
 
     Args:
         pair_vectors: ``(m, d)`` unit rows, the embedded ``query ⊕ answer`` texts.
-        chunk_vector: ``(d,)`` unit vector of the chunk.
+        chunk_vector: ``(d,)`` unit vector of the chunk, or ``(w, d)`` the unit
+            vectors of a long chunk's windows.
         alpha: Fraction kept, in ``(0, 1]``.
 
     Returns:
         ``(kept, scores)``: indices of the kept pairs in their original order,
-        and every pair's cosine to the chunk.
+        and every pair's cosine to the chunk (its best window).
     """
-    scores = pair_vectors @ chunk_vector if len(pair_vectors) else np.zeros(0, np.float32)
+    if not len(pair_vectors):
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    scores = (pair_vectors @ np.atleast_2d(chunk_vector).T).max(axis=1)
     n_keep = keep_count(len(scores), alpha)
     # Stable: equal scores keep the earlier pair.
     order = np.argsort(-scores, kind="stable")[:n_keep]

@@ -21,6 +21,7 @@ from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.late_chunking import LateChunkingUnavailable, embed_spans
 from ..core.text import load_spacy, split_sentences_batch
+from ..core.windows import embed_with_windows
 from .filtering import doc2query_minus
 from .query_nodes import GeneratedNodes, QueryNodeGenerator, QueryPair, _chunk_text, _with_score
 
@@ -148,19 +149,20 @@ class SentenceQueryGenerator(QueryNodeGenerator):
                 spans.append(ranges)
                 stats["sentences"] += len(nodes)
             del split
-        vectors = chunk_vecs = all_vecs = None
+        vectors = chunk_vecs = all_vecs = windows = None
         if self.vectors == "late" and per_chunk:
-            all_vecs, chunk_vecs = self._late_vectors(chunks, per_chunk, spans, stats)
+            all_vecs, chunk_vecs, windows = self._late_vectors(chunks, per_chunk, spans, stats)
         if self.alpha < 1.0 and per_chunk:
             embed = resolve_embed_model(self.embed_model)
             all_nodes = [p for nodes in per_chunk for p in nodes]
             if all_vecs is None:
                 all_vecs = embed_texts(embed, [self.text_of(p) for p in all_nodes])
-                chunk_vecs = embed_texts(embed, [_chunk_text(c) for c in chunks])
+                chunk_vecs, windows = embed_with_windows(embed, [_chunk_text(c) for c in chunks])
             kept_rows, start = [], 0
             for ci, nodes in enumerate(per_chunk):
                 rows = np.arange(start, start + len(nodes))
-                keep, scores = doc2query_minus(all_vecs[rows], chunk_vecs[ci], self.alpha)
+                chunk = chunk_vecs[ci] if windows[ci] is None else windows[ci]
+                keep, scores = doc2query_minus(all_vecs[rows], chunk, self.alpha)
                 for j in keep:
                     pairs.append(_with_score(nodes[j], float(scores[j])))
                     kept_rows.append(rows[j])
@@ -170,7 +172,7 @@ class SentenceQueryGenerator(QueryNodeGenerator):
             pairs = [p for nodes in per_chunk for p in nodes]
             vectors = all_vecs
         stats["kept"] = len(pairs)
-        return GeneratedNodes(pairs, vectors, stats, chunk_vecs)
+        return GeneratedNodes(pairs, vectors, stats, chunk_vecs, windows)
 
     def _late_vectors(
         self,
@@ -178,8 +180,9 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         per_chunk: list[list[QueryPair]],
         spans: list[list[tuple[int, int]]],
         stats: dict,
-    ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Sentence and chunk vectors from one pass over each chunk's embedded text.
+    ) -> tuple[np.ndarray | None, np.ndarray | None, list[np.ndarray | None] | None]:
+        """Sentence and chunk vectors, and long chunks' windows, from one pass over each
+        chunk's embedded text.
 
         A node pools its sentence's word pieces with its title's (the separate
         text is "title: sentence"), located in the text the chunk is embedded as.
@@ -218,7 +221,7 @@ class SentenceQueryGenerator(QueryNodeGenerator):
                 len(chunks),
             )
             stats["late_unavailable"] = stats.get("late_unavailable", 0) + len(chunks)
-            return None, None
+            return None, None, None
         for key in ("texts_windowed", "texts_over_window", "spans_alone"):
             stats[f"late_{key}"] = stats.get(f"late_{key}", 0) + result.stats[key]
-        return np.vstack(result.span_vectors), result.text_vectors
+        return np.vstack(result.span_vectors), result.text_vectors, result.window_vectors

@@ -57,6 +57,20 @@ def test_doc2query_minus_keeps_the_top_alpha_in_order():
     assert keep.tolist() == [0, 1, 2, 3]
 
 
+def test_doc2query_minus_judges_a_pair_by_a_long_chunk_s_best_window():
+    # A long chunk read in two windows, one per topic; its pooled vector is between them.
+    windows = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float32)
+    pooled = windows.mean(0) / np.linalg.norm(windows.mean(0))
+    pairs = np.array([[0.0, 0.98, 0.2], [0.6, 0.6, 0.53], [0.1, 0.0, 0.99]], dtype=np.float32)
+    pairs /= np.linalg.norm(pairs, axis=1, keepdims=True)
+    # Against the pooled vector the pair about the second topic loses to a vague one;
+    # against the windows it is kept, and its score is its best window's cosine.
+    assert doc2query_minus(pairs, pooled, 0.34)[0].tolist() == [1]
+    keep, scores = doc2query_minus(pairs, windows, 0.34)
+    assert keep.tolist() == [0] and scores[0] == pytest.approx(pairs[0, 1])
+    assert doc2query_minus(pairs[:0], windows, 0.5)[0].tolist() == []
+
+
 def test_node_text_variants():
     pair = QueryPair("c", 0, "Who?", "Ann")
     assert node_text(pair) == "Who? Ann"

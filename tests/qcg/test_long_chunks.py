@@ -75,3 +75,19 @@ def test_windows_persist_and_a_file_from_before_them_loads_pooled(index, minilm,
     assert "persisted without long chunks' windows" in caplog.text
     assert old.build_stats["chunk_windows_missing"] == len(DOCS)
     assert _chunk_cosines(old) == _chunk_cosines(index, long_chunks="pooled")
+
+
+@pytest.mark.parametrize("spec", [{"vectors": "late"}, {"alpha": 0.5}])
+def test_every_sentence_vector_path_keeps_the_windows(index, minilm, spec):
+    # One-pass ("late") vectors and the Doc2Query-- filter on sentences embed the
+    # chunks inside the generator: the windows still reach the layer.
+    other = QueryCentricGraphIndex.from_documents(
+        DOCS,
+        embed_model=minilm,
+        transformations=[PassageParser()],
+        preset="sentences",
+        generator={"type": "sentences", **spec},
+    )
+    mine, theirs = other.layer.chunk_windows, index.layer.chunk_windows
+    np.testing.assert_array_equal(mine.owner, theirs.owner)
+    np.testing.assert_allclose(mine.matrix, theirs.matrix, atol=1e-5)
