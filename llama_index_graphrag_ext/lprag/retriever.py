@@ -20,7 +20,8 @@ default) the query-chunk cosine of such a chunk is its best window's instead,
 as CUE-RAG scores it: both where the decoder reads it (``φ`` adds a learned
 scale times the cosine) and in the cosine term of the fused ranking. The
 chunk's graph state and the query's attachments keep the pooled vectors the
-model was trained on.
+model was trained on, and so does the choice of candidates past
+``max_candidates``.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ class LinkPredictionRetriever(BaseRetriever):
         max_candidates: Score at most this many chunks per query, the nearest by
             cosine (``None``: every chunk, the paper's exhaustive scoring). Only
             indexes larger than this are affected; see the module docs.
-        long_chunks: The cosine term of a chunk longer than the embedder's window:
-            its best window's (``"best-window"``) or its pooled vector's
-            (``"pooled"``); see the module docs.
+        long_chunks: The query-chunk cosine of a chunk longer than the embedder's
+            window, in the decoder and the cosine term: its best window's
+            (``"best-window"``) or its pooled vector's (``"pooled"``); see the
+            module docs.
         callback_manager: LlamaIndex callbacks.
     """
 
