@@ -35,6 +35,7 @@ from ..core.embeddings import embed_texts
 from ..core.index import GraphIndexBase
 from ..core.llm import run_sync
 from ..core.vectors import InMemoryVectorTable, RowSearcher
+from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, find_pooler, window_rows
 from .expansion import GraphNeighbours, Neighbours
 from .extract import CooccurrenceExtractor, FGRAGExtractor, default_extractor
 from .graph import EntityGraph, GraphBuilder
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 EXTRACT_BATCH = 256
 #: Name of the chunk-vector table (files ``chunks.npz`` / ``chunks.ids.json``).
 CHUNK_TABLE = "chunks"
+#: The windows of chunks longer than the embedder's window (core/windows.py).
+WINDOW_TABLE = "chunk_windows"
 
 
 def default_chunker() -> SentenceSplitter:
@@ -116,6 +119,8 @@ class FGRAGIndex(GraphIndexBase):
         # The LLM-free chunk ranking's own evidence (not in the paper, which
         # never ranks chunks): each chunk's vector, as a dense index keeps it.
         self._chunks = InMemoryVectorTable()
+        self._windows = InMemoryVectorTable()  # long chunks' windows, by window id
+        self._window_view: tuple[Any, ChunkWindows | None] | None = None
         self.build_stats: dict[str, Any] = {"chunks_without_entities": 0}
 
     def config(self) -> dict[str, Any]:
@@ -202,6 +207,8 @@ class FGRAGIndex(GraphIndexBase):
         emptied = builder.drop_chunks(set(node_ids))
         self._swap(builder)
         self._chunks.delete(node_ids)
+        gone = set(node_ids)
+        self._windows.delete([w for w in self._windows.ids if chunk_of(w) in gone])
         if self._external_store is not None:
             # No store has a generic one-relation delete: relations the suite
             # dropped stay in the store and are ignored (see stores.py).
@@ -221,14 +228,39 @@ class FGRAGIndex(GraphIndexBase):
             )
         self._entity_graph = graph
 
-    def _embed_chunks(self, nodes: Sequence[BaseNode]) -> None:
-        """Embed chunks for the retriever's ranking (the text a dense index embeds)."""
+    def _embed_chunks(self, nodes: Sequence[BaseNode], vectors: bool = True) -> None:
+        """Embed chunks for the retriever's ranking (the text a dense index embeds), and
+        keep a long chunk's windows (``vectors=False``: only the windows)."""
         if not nodes:
             return
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        ids = [n.node_id for n in nodes]
         show = getattr(self, "_show_progress", False)
-        vectors = embed_texts(self.embed_model, texts, show_progress=show, desc="Chunk vectors")
-        self._chunks.add([n.node_id for n in nodes], vectors)
+        if not vectors:  # only the long ones need embedding
+            pooler = find_pooler(self.embed_model)
+            long = [i for i, r in enumerate(pooler.window_ranges(texts)) if r] if pooler else []
+            ids, texts = [ids[i] for i in long], [texts[i] for i in long]
+        found, windows = embed_with_windows(
+            self.embed_model, texts, show_progress=show, desc="Chunk vectors"
+        )
+        if vectors:
+            self._chunks.add(ids, found)
+        window_ids, window_matrix = window_rows(ids, windows)
+        if window_ids:
+            self._windows.add(window_ids, window_matrix)
+        self.build_stats["chunk_windows"] = len(self._windows)
+
+    def chunk_windows(self) -> ChunkWindows | None:
+        """The long chunks' windows, owned by their row in :attr:`chunk_vectors` (None: none)."""
+        chunks, windows = self._chunks, self._windows
+        # Tables swap in new arrays on every write: the arrays say whether it changed.
+        key = (chunks.matrix, windows.matrix)
+        view = self._window_view
+        if view is None or view[0][0] is not key[0] or view[0][1] is not key[1]:
+            rows = {cid: i for i, cid in enumerate(chunks.ids)}
+            found = ChunkWindows.from_table(windows.ids, windows.matrix, rows)
+            view = self._window_view = (key, found)
+        return view[1]
 
     # ----------------------------------------------------------------- reading
 
@@ -306,6 +338,7 @@ class FGRAGIndex(GraphIndexBase):
             "entities": len(graph),
             "relations": graph.num_relations,
             "chunks": len(self),
+            "chunk_windows": len(self._windows),
             "extractors": self.extractors_used,
             "llm_steps": self.llm_steps.to_dict(),
         }
@@ -330,11 +363,25 @@ class FGRAGIndex(GraphIndexBase):
     def _persist_state(self, folder: Path) -> None:
         self._entity_graph.save(folder)
         self._chunks.persist(folder, CHUNK_TABLE)
+        self._windows.persist(folder, WINDOW_TABLE)
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
         self._entity_graph = EntityGraph.load(folder)
+        if (folder / f"{WINDOW_TABLE}.npz").is_file():
+            self._windows = InMemoryVectorTable.load(folder, WINDOW_TABLE)
         if (folder / f"{CHUNK_TABLE}.npz").is_file():
             self._chunks = InMemoryVectorTable.load(folder, CHUNK_TABLE)
+            if not (folder / f"{WINDOW_TABLE}.npz").is_file():
+                # Written before long chunks kept their windows: embed those now.
+                ids = self.chunk_ids()
+                self._embed_chunks(self.get_chunks(ids), vectors=False)
+                self.build_stats["chunk_windows_embedded_on_load"] = len(self._windows)
+                logger.warning(
+                    "FG-RAG load: %s has no windows of long chunks (an older index); "
+                    "embedded %d window(s) now; persist again to keep them",
+                    folder,
+                    len(self._windows),
+                )
         else:  # written before chunks had vectors: embed them once now
             ids = self.chunk_ids()
             logger.warning(

@@ -33,6 +33,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.embeddings import embed_query, embed_texts
 from ..core.nodes import require_query, with_evidence
 from ..core.text import load_spacy, normalize_entity, parsing
+from ..core.windows import LONG_CHUNK_SCORES
 from .expansion import Expansion, expand_many
 from .ranking import FILLS, RANKINGS, rank_reached
 
@@ -104,6 +105,10 @@ class FGRAGRetriever(BaseRetriever):
             reached) returns fewer, counted in :attr:`stats`;
             ``"similarity"`` tops up with the chunks nearest the question
             (counted, logged); ``"raise"`` raises :class:`~.ranking.UnderfilledError`.
+        long_chunks: The similarity of a chunk longer than the embedder's window:
+            its best window's (``"best-window"``) or its pooled vector's
+            (``"pooled"``). The fill's search for the nearest chunks reads the
+            pooled vectors either way.
         callback_manager: Callbacks; ``Settings`` when omitted.
     """
 
@@ -122,9 +127,12 @@ class FGRAGRetriever(BaseRetriever):
         chunk_ranking: str = "combined",
         evidence_weight: float = 0.3,
         fill: str = "none",
+        long_chunks: str = "best-window",
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
+        if long_chunks not in LONG_CHUNK_SCORES:
+            raise ValueError(f"long_chunks must be one of {LONG_CHUNK_SCORES}, got {long_chunks!r}")
         if chunk_ranking not in RANKINGS:
             raise ValueError(f"chunk_ranking must be one of {RANKINGS}, got {chunk_ranking!r}")
         if fill not in FILLS:
@@ -154,6 +162,7 @@ class FGRAGRetriever(BaseRetriever):
         self.chunk_ranking = chunk_ranking
         self.evidence_weight = float(evidence_weight)
         self.fill = fill
+        self.long_chunks = long_chunks
         self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
 
     @property
@@ -238,13 +247,16 @@ class FGRAGRetriever(BaseRetriever):
         if query is not None and len(table):
             query_vec = embed_query(index.embed_model, query)
             ids, matrix = table.ids, table.matrix  # one snapshot
+            windows = index.chunk_windows() if self.long_chunks == "best-window" else None
 
             def similarity(chunk_ids: Sequence[str]) -> np.ndarray:
                 out = np.full(len(chunk_ids), np.nan)
                 rows = [(i, table.row_of(c)) for i, c in enumerate(chunk_ids) if c in table]
                 if rows:
-                    at, where = zip(*rows, strict=True)
-                    out[list(at)] = matrix[list(where)] @ query_vec
+                    at, where = (list(x) for x in zip(*rows, strict=True))
+                    cos = matrix[where] @ query_vec
+                    # A long chunk's similarity is its best window's (core/windows.py).
+                    out[at] = cos if windows is None else windows.best(cos, where, query_vec)
                 return out
 
             def nearest(n: int) -> list[tuple[str, float]]:

@@ -13,7 +13,7 @@ Options (``--set key=value``): ``top_n``, ``strong_top_n``,
 ``description_budget``, ``per_entity``, ``max_depth``, ``max_query_entities``,
 ``include_query`` (bool), ``use_strong`` (bool), ``chunk_ranking``
 (``combined`` / ``evidence``), ``evidence_weight``, ``fill`` (``similarity`` /
-``none`` / ``raise``), ``sentence_splitter`` (``rule`` / ``model``: the
+``none`` / ``raise``), ``long_chunks`` (``best-window`` / ``pooled``), ``sentence_splitter`` (``rule`` / ``model``: the
 co-occurrence extractor's). Each benchmark passage is one
 chunk (the runner's convention), not the paper's 1200-token chunks.
 """
@@ -49,6 +49,7 @@ def _retriever(index: FGRAGIndex, ctx: BenchContext):
         chunk_ranking=ctx.option("chunk_ranking", "combined"),
         evidence_weight=float(ctx.option("evidence_weight", 0.3)),
         fill=ctx.option("fill", "similarity"),
+        long_chunks=ctx.option("long_chunks", "best-window"),
     )
 
 
