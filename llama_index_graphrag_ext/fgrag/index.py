@@ -209,6 +209,7 @@ class FGRAGIndex(GraphIndexBase):
         self._chunks.delete(node_ids)
         gone = set(node_ids)
         self._windows.delete([w for w in self._windows.ids if chunk_of(w) in gone])
+        self.build_stats["chunk_windows"] = len(self._windows)
         if self._external_store is not None:
             # No store has a generic one-relation delete: relations the suite
             # dropped stay in the store and are ignored (see stores.py).

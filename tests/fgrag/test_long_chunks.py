@@ -55,3 +55,4 @@ def test_windows_persist_leave_with_their_chunk_and_are_made_for_an_older_index(
     # Deleting the long document drops its windows with it.
     loaded.delete_ref_doc("log")
     assert len(loaded._windows) == 0 and loaded.chunk_windows() is None
+    assert loaded.build_stats["chunk_windows"] == loaded.stats()["chunk_windows"] == 0
