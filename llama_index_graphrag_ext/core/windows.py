@@ -22,14 +22,18 @@ the pooling wrapper would.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from .embeddings import embed_texts, normalize_rows
 from .pooling import PooledEmbedding
+
+logger = logging.getLogger(__name__)
 
 #: Joins a chunk id and a window number into the window's id in a vector table.
 _WINDOW_MARK = "#window"
@@ -106,6 +110,20 @@ def embed_with_windows(
         out[i] = pooler.pool(windows[i])
     pooler.count_pooled(len(long), sum(len(windows[i]) for i in long))
     return out, windows
+
+
+def windows_missing(method: str, folder: Any, chunks: int, build_stats: MutableMapping) -> None:
+    """Say that an index persisted before long chunks kept their windows scores them by
+    their pooled vector: a WARNING, and ``chunk_windows_missing`` in ``build_stats``
+    (which the index persists next time too)."""
+    build_stats["chunk_windows_missing"] = chunks
+    logger.warning(
+        "%s index %s was persisted without long chunks' windows: its chunks longer than "
+        "the embedder's window, if any, are scored by their pooled vector, not their best "
+        "window; rebuild the index to score them by it",
+        method,
+        folder,
+    )
 
 
 @dataclass(frozen=True)

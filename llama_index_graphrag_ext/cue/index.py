@@ -35,7 +35,7 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
 from ..core.vectors import InMemoryVectorTable
-from ..core.windows import ChunkWindows, chunk_of, window_rows
+from ..core.windows import ChunkWindows, chunk_of, window_rows, windows_missing
 from .extractor import KnowledgeUnitExtractor
 from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
 from .llm_units import STEP as UNIT_STEP
@@ -336,16 +336,7 @@ class MultiPartiteIndex(GraphIndexBase):
         if (folder / _STATS_FILE).is_file():
             self.build_stats = read_json(folder / _STATS_FILE)
         if not windows_kept and len(self._chunks):
-            # Persisted before long chunks kept their windows: say so, and keep saying
-            # it in the stats (and in what this index persists next).
-            self.build_stats["chunk_windows_missing"] = len(self._chunks)
-            logger.warning(
-                "CUE index %s was persisted without long chunks' windows: its %d chunk(s) "
-                "longer than the embedder's window, if any, are scored by their pooled "
-                "vector, not their best window; rebuild the index to score them by it",
-                folder,
-                len(self._chunks),
-            )
+            windows_missing("CUE-RAG", folder, len(self._chunks), self.build_stats)
         # The base class read graph.json.gz into self._graph: keep its arrays, drop it.
         graph, self._graph = self._graph, None
         if graph is not None:

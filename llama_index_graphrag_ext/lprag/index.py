@@ -36,7 +36,7 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.llm import LLMSettings, UsageMeter
 from ..core.vectors import InMemoryVectorTable
-from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows
+from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows, windows_missing
 from .chunk_graph import (
     BRIDGE_LINKS,
     ChunkEntityKeys,
@@ -446,14 +446,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self.build_stats = state.build_stats
         self._windows = state.windows if state.windows is not None else InMemoryVectorTable()
         if state.windows is None and len(self._chunks):
-            # Persisted before long chunks kept their windows: say so, here and in the stats.
-            self.build_stats["chunk_windows_missing"] = len(self._chunks)
-            logger.warning(
-                "LP-RAG index %s was persisted without long chunks' windows: its chunks "
-                "longer than the embedder's window, if any, get their pooled vector's "
-                "cosine, not their best window's; rebuild the index to score them by it",
-                folder,
-            )
+            windows_missing("LP-RAG", folder, len(self._chunks), self.build_stats)
         if state.model is not None:
             self._model = state.model
             if state.train_report is not None:

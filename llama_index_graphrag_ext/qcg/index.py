@@ -27,7 +27,7 @@ from ..core.embeddings import embed_texts, normalize_rows
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
-from ..core.windows import embed_with_windows
+from ..core.windows import embed_with_windows, windows_missing
 from .doc2query import STEP, Doc2QueryGenerator
 from .graph import QueryLayer, window_arrays, windows_from_arrays
 from .prompts import QCG_ANSWER_PROMPT
@@ -434,14 +434,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
         )
         self.build_stats = Counter(data.get("build_stats", {}))
         if "window_owner" not in arrays and len(self._layer.chunks):
-            # Persisted before long chunks kept their windows: say so, here and in the stats.
-            self.build_stats["chunk_windows_missing"] = len(self._layer.chunks)
-            logger.warning(
-                "QCG index %s was persisted without long chunks' windows: chunks longer "
-                "than the embedder's window, if any, get their pooled vector's cosine; "
-                "rebuild the index to score them by their best window",
-                folder,
-            )
+            windows_missing("QCG-RAG", folder, len(self._layer.chunks), self.build_stats)
 
     # --------------------------------------------------------------- engines
 
