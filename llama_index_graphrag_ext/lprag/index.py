@@ -52,6 +52,7 @@ from .models import (
     LinkGraph,
     LinkPredictor,
     LinkScorer,
+    MeanScorer,
     TrainConfig,
     TrainReport,
     train_link_predictor,
@@ -83,7 +84,7 @@ NO_TITLE_LINKS = ("knn", "none", "raise")
 class _Snapshot:
     """What a retrieval reads: swapped as a whole after every change (thread safety)."""
 
-    scorer: LinkScorer
+    scorer: LinkScorer | MeanScorer
     chunk_ids: tuple[str, ...]
     z_chunks: np.ndarray
     #: The windows of chunks longer than the embedder's window (the retriever's
@@ -131,6 +132,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
       ``hard_negative_fraction``, ``val_fraction``, ``patience``, ``seed``,
       ``threads``, ``pair_batch``, ``links_per_epoch``: training (see
       :class:`.TrainConfig`);
+    * ``ensemble``: predictors trained, from seeds ``seed``, ``seed + 1``, ...;
+      retrieval averages their logits (1, the paper's single predictor; our
+      addition: one predictor trained on weak supervision varies with its seed);
     * ``update_policy``: ``finetune``, ``retrain`` or ``none`` (module docs);
     * ``finetune_epochs``: epochs of a fine-tune after an insert (20);
     * ``llm_cache_path``: optional sqlite cache of LLM answers;
@@ -175,6 +179,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         links_per_epoch: int = 65536,
         update_policy: str = "finetune",
         finetune_epochs: int = 20,
+        ensemble: int = 1,
         llm_cache_path: str | None = None,
         max_concurrency: int = 4,
         max_attempts: int = 3,
@@ -193,6 +198,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             ("queries_per_batch", queries_per_batch),
             ("pseudo_max_words", pseudo_max_words),
             ("finetune_epochs", finetune_epochs),
+            ("ensemble", ensemble),
             ("bridges_per_chunk", bridges_per_chunk),
             ("max_concurrency", max_concurrency),
         ):
@@ -225,6 +231,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             "on_no_title_links": on_no_title_links,
             "update_policy": update_policy,
             "finetune_epochs": finetune_epochs,
+            "ensemble": int(ensemble),
             "llm_cache_path": llm_cache_path,
             "max_concurrency": max_concurrency,
         }
@@ -256,9 +263,10 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._windows = InMemoryVectorTable()  # long chunks' windows (core/windows.py)
         self._edges = no_edges()
         self._queries = QueryTable.empty()
-        self._model: LinkPredictor | None = None
+        self._models: list[LinkPredictor] = []
         self._snapshot: _Snapshot | None = None
-        self.train_report: TrainReport | None = None
+        #: One training report per ensemble member.
+        self.train_reports: list[TrainReport] = []
         self.build_stats: dict[str, Any] = {}
         self._rng = np.random.default_rng(seed)
         self._graph = TypedGraph()
@@ -278,6 +286,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     def usage(self) -> UsageMeter:
         """LLM calls and tokens of the synthetic-query step in this process (not persisted)."""
         return self._usage
+
+    @property
+    def train_report(self) -> TrainReport | None:
+        """The first (with ``ensemble=1`` the only) predictor's training report."""
+        return self.train_reports[0] if self.train_reports else None
 
     @property
     def predictor(self) -> str:
@@ -307,7 +320,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         vectors, windows = embed_with_windows(
             self.embed_model, texts, show_progress=self._show_progress, desc="Embedding chunks"
         )
-        first_build = self._model is None
+        first_build = not self._models
         self._chunks.add([n.node_id for n in nodes], vectors)
         window_ids, window_matrix = window_rows([n.node_id for n in nodes], windows)
         if window_ids:
@@ -319,9 +332,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._write_queries(targets, {n.node_id: n.get_content() for n in nodes})
         policy = self._settings["update_policy"]
         if first_build or policy == "retrain":
-            self._train(model=None)
+            self._train(fine_tune=False)
         elif policy == "finetune":
-            self._train(model=self._model, epochs=int(self._settings["finetune_epochs"]))
+            self._train(fine_tune=True, epochs=int(self._settings["finetune_epochs"]))
         else:
             logger.info("update_policy='none': %d chunk(s) added, model kept", len(nodes))
         self._refresh()
@@ -389,20 +402,29 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     def _link_graph(self) -> LinkGraph:
         return link_graph(self._chunks.matrix, self._edges, self._queries, self.query_neighbors)
 
-    def _train(self, model: LinkPredictor | None, epochs: int | None = None) -> None:
-        config = self.train_config
-        if epochs is not None:
-            config = TrainConfig(**{**config.to_dict(), "epochs": epochs})
-        model, report = train_link_predictor(
-            self._link_graph(), config, model=model, show_progress=self._show_progress
-        )
-        self._model, self.train_report = model, report
+    def _train(self, fine_tune: bool, epochs: int | None = None) -> None:
+        """Train every ensemble member (member ``i`` from seed ``seed + i``), or go on
+        training the current ones (``fine_tune``)."""
+        graph, base = self._link_graph(), self.train_config.to_dict()
+        trained = [
+            train_link_predictor(
+                graph,
+                TrainConfig(
+                    **{**base, "seed": base["seed"] + i, "epochs": epochs or base["epochs"]}
+                ),
+                model=self._models[i] if fine_tune else None,
+                show_progress=self._show_progress,
+            )
+            for i in range(int(self._settings["ensemble"]))
+        ]
+        self._models = [model for model, _ in trained]
+        self.train_reports = [report for _, report in trained]
 
     def _refresh(self) -> None:
         """Rebuild the retrieval snapshot and the visual graph after a change."""
         ids = self._chunks.ids
         rows, cols, weights = self._edges
-        if self._model is None or not ids:
+        if not self._models or not ids:
             self._snapshot = None
         else:
             structure = ChunkStructure(len(ids), rows, cols, weights)
@@ -411,9 +433,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             windows = ChunkWindows.from_table(
                 self._windows.ids, self._windows.matrix, {cid: i for i, cid in enumerate(ids)}
             )
-            self._snapshot = _Snapshot(
-                LinkScorer(self._model, matrix, structure), tuple(ids), matrix, windows
-            )
+            scorers = [LinkScorer(model, matrix, structure) for model in self._models]
+            scorer = scorers[0] if len(scorers) == 1 else MeanScorer(scorers)
+            self._snapshot = _Snapshot(scorer, tuple(ids), matrix, windows)
         # The TypedGraph is only for viz and persistence: built when first asked
         # for (a networkx graph of every chunk, query and link costs more memory
         # than the vectors; docs/scaling.md).
@@ -433,8 +455,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             self._chunks,
             self._edges,
             self._queries,
-            self._model,
-            self.train_report,
+            self._models,
+            self.train_reports,
             self.build_stats,
             self._windows,
         )
@@ -447,10 +469,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._windows = state.windows if state.windows is not None else InMemoryVectorTable()
         if state.windows is None and len(self._chunks):
             windows_missing("LP-RAG", folder, len(self._chunks), self.build_stats)
-        if state.model is not None:
-            self._model = state.model
-            if state.train_report is not None:
-                self.train_report = state.train_report
+        if state.models:
+            self._models, self.train_reports = state.models, state.train_reports
         self._refresh()
 
     # ------------------------------------------------------------------ engines

@@ -6,6 +6,10 @@ what its build made: the chunk vectors and mutual-kNN graph (§3.3), the query
 nodes with their links and vectors (§3.2), the trained link predictor's
 weights and training report (§3.4), and the build counts. A loaded index
 retrieves without training again: the predictor is inductive (App. B.3).
+
+An ensemble (``ensemble`` > 1) writes member ``i``'s weights to
+``link_predictor.{i}.pt`` next to the first member's :data:`MODEL_FILE`; an index
+written before ensembles existed has one member.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ class LinkIndexState:
     chunks: InMemoryVectorTable
     edges: Edges
     queries: QueryTable
-    model: LinkPredictor | None = None
-    train_report: TrainReport | None = None
+    #: The trained predictors, one per ensemble member (empty: not trained).
+    models: list[LinkPredictor] = field(default_factory=list)
+    train_reports: list[TrainReport] = field(default_factory=list)
     build_stats: dict[str, Any] = field(default_factory=dict)
     #: Long chunks' windows (``None``: an index persisted before they were kept).
     windows: InMemoryVectorTable | None = None
@@ -53,16 +58,20 @@ def write_state(folder: Path, state: LinkIndexState) -> None:
     write_arrays(folder / "queries.npz", matrix=state.queries.vectors)
     write_json(folder / "queries.json", state.queries.records(state.chunks.ids))
     saved: dict[str, Any] = {"build_stats": state.build_stats, "model": None}
-    model = state.model
-    if model is not None:
-        torch.save(model.state_dict(), folder / MODEL_FILE)
+    if state.models:
+        model = state.models[0]
+        for i, member in enumerate(state.models):
+            torch.save(member.state_dict(), folder / _model_file(i))
         saved["model"] = {
             "kind": model.kind,
             "in_dim": int(model.lin[0].in_features),
             "hidden": model.hidden,
             "layers": model.num_layers,
+            "members": len(state.models),
         }
-        saved["train_report"] = state.train_report.to_dict() if state.train_report else None
+        reports = [r.to_dict() for r in state.train_reports]
+        saved["train_report"] = reports[0] if reports else None
+        saved["train_reports"] = reports
     write_json(folder / STATE_FILE, saved)
 
 
@@ -83,9 +92,17 @@ def read_state(folder: Path) -> LinkIndexState:
         state.windows = InMemoryVectorTable.load(folder, WINDOWS)
     meta = saved.get("model")
     if meta is not None:
-        model = LinkPredictor(meta["kind"], meta["in_dim"], meta["hidden"], meta["layers"])
-        model.load_state_dict(torch.load(folder / MODEL_FILE, weights_only=True))
-        state.model = model
-        if saved.get("train_report"):
-            state.train_report = TrainReport.from_dict(saved["train_report"])
+        for i in range(int(meta.get("members", 1))):
+            model = LinkPredictor(meta["kind"], meta["in_dim"], meta["hidden"], meta["layers"])
+            model.load_state_dict(torch.load(folder / _model_file(i), weights_only=True))
+            state.models.append(model)
+        reports = saved.get("train_reports")
+        if reports is None:  # written before ensembles: one report at most
+            reports = [saved["train_report"]] if saved.get("train_report") else []
+        state.train_reports = [TrainReport.from_dict(r) for r in reports]
     return state
+
+
+def _model_file(member: int) -> str:
+    """The weights file of ensemble member ``member`` (the first keeps the old name)."""
+    return MODEL_FILE if member == 0 else MODEL_FILE.replace(".pt", f".{member}.pt")

@@ -33,8 +33,9 @@ normalised against the chunks' degrees in the whole graph.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -400,10 +401,34 @@ class LinkScorer:
         return self.model.decode(hq.expand(n, -1), states, cos, common).numpy()
 
 
+class MeanScorer:
+    """Several trained predictors scored as one: the mean of their logits.
+
+    The members are the same predictor trained from different seeds (the index's
+    ``ensemble``); averaging their logits lowers the variance that weak
+    supervision leaves in any one of them. Same interface as :class:`LinkScorer`.
+    """
+
+    def __init__(self, scorers: Sequence[LinkScorer]) -> None:
+        if not scorers:
+            raise ValueError("MeanScorer needs at least one scorer")
+        self.scorers = tuple(scorers)
+
+    @property
+    def num_chunks(self) -> int:
+        """Number of chunks scored."""
+        return self.scorers[0].num_chunks
+
+    def logits(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        """The mean over the members of :meth:`LinkScorer.logits`."""
+        return np.mean([s.logits(*args, **kwargs) for s in self.scorers], axis=0)
+
+
 __all__ = [
     "PREDICTORS",
     "LinkPredictor",
     "LinkScorer",
+    "MeanScorer",
     "Predictor",
     "common_neighbor_sum",
     "pair_logits",

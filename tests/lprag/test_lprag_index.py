@@ -108,11 +108,11 @@ def test_persist_and_reload_give_identical_scores(index, bow_embed, tmp_path):
 
 
 def test_insert_finetunes_and_delete_drops_links(index):
-    before = {k: v.clone() for k, v in index._model.state_dict().items()}
+    before = {k: v.clone() for k, v in index._models[0].state_dict().items()}
     queries = index.num_queries
     index.insert(Document(id_="lyon", text="Lyon is a city in France. Lyon lies on the Rhone."))
     assert len(index) == 9 and index.num_queries > queries
-    assert any(not (v == index._model.state_dict()[k]).all() for k, v in before.items())
+    assert any(not (v == index._models[0].state_dict()[k]).all() for k, v in before.items())
     top = index.as_retriever(similarity_top_k=9).retrieve("Lyon city on the Rhone")
     assert "lyon" in [r.node.ref_doc_id for r in top]
     index.delete_ref_doc("lyon")
@@ -289,8 +289,8 @@ def test_query_blocks_give_the_same_index_as_one_block(index, bow_embed, monkeyp
     )  # fmt: skip
     assert blocked.queries() == index.queries()
     np.testing.assert_array_equal(blocked._queries.vectors, index._queries.vectors)
-    for key, value in index._model.state_dict().items():
-        assert torch.equal(blocked._model.state_dict()[key], value)
+    for key, value in index._models[0].state_dict().items():
+        assert torch.equal(blocked._models[0].state_dict()[key], value)
 
 
 def test_query_ids_hash_the_target_chunk_and_the_text(index):
@@ -307,6 +307,6 @@ def test_the_build_keeps_no_training_leftovers(bow_embed):
         DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
         **SMALL,
     )  # fmt: skip
-    assert all(p.grad is None for p in built._model.parameters())
+    assert all(p.grad is None for p in built._models[0].parameters())
     # The pseudo-queries split sentences with a pipeline of their own, dropped after.
     assert rule_sentencizer.cache_info().currsize == 0

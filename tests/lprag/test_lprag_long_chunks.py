@@ -47,7 +47,7 @@ def test_best_window_cosine_lifts_the_long_chunk(index):
     assert max(best, key=lambda d: best[d]["cosine"]) == "log"
     assert best["log"]["cosine"] > pooled["log"]["cosine"] + 0.1
     assert sorted(pooled, key=lambda d: -pooled[d]["cosine"]).index("log") == 2
-    gain = index._model.cos_scale.item() * (best["log"]["cosine"] - pooled["log"]["cosine"])
+    gain = index._models[0].cos_scale.item() * (best["log"]["cosine"] - pooled["log"]["cosine"])
     assert best["log"]["link_logit"] - pooled["log"]["link_logit"] == pytest.approx(gain, abs=1e-4)
     assert best["log"]["ranking_score"] > pooled["log"]["ranking_score"] + 1.0
     assert best["log"]["long_chunks"] == "best-window"

@@ -11,6 +11,7 @@
 Both take ``--set predictor=ncn|sage|gcn|mlp`` (or the name suffix, e.g.
 ``lprag-pseudo-sage``; ``-bridges`` after it turns ``bridges`` on) and the training settings ``epochs``, ``hidden``,
 ``layers``, ``lr``, ``negatives``, ``hard``, ``query_neighbors``, ``k``, ``seed``,
+``ensemble`` (predictors trained from consecutive seeds, logits averaged),
 ``bridges`` (title-mention edges and bridge pseudo-queries, see :mod:`llama_index_graphrag_ext.lprag.bridges`) and
 ``knn`` (``false``: messages pass along title links only), ``mask`` (bridge
 queries without the mentioned title), ``per_chunk`` (bridge queries per chunk),
@@ -118,6 +119,7 @@ def _settings(ctx: BenchContext) -> dict[str, Any]:
         "bridge_entity_chunks": opt("entity_chunks", 5),
         "on_no_title_links": opt("no_title_links", "none"),
         "seed": opt("seed", 0),
+        "ensemble": opt("ensemble", 1),
         "threads": opt("threads", 2),
     }
 
@@ -139,7 +141,9 @@ def _info(index: ChunkQueryLinkIndex, ctx: BenchContext, **extra: Any) -> dict[s
     }
     if report is not None:
         info.update(
-            train_seconds=report.train_seconds,
+            ensemble=len(index.train_reports),
+            # All members' training; the epochs and validation are the first member's.
+            train_seconds=round(sum(r.train_seconds for r in index.train_reports), 3),
             epochs_run=report.epochs_run,
             best_epoch=report.best_epoch,
             val_auc=None if report.val_auc is None else round(report.val_auc, 4),
