@@ -412,7 +412,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                 TrainConfig(
                     **{**base, "seed": base["seed"] + i, "epochs": epochs or base["epochs"]}
                 ),
-                model=self._models[i] if fine_tune else None,
+                # A member the index lacks (none saved for it) starts afresh.
+                model=self._models[i] if fine_tune and i < len(self._models) else None,
                 show_progress=self._show_progress,
             )
             for i in range(int(self._settings["ensemble"]))
