@@ -472,6 +472,14 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             windows_missing("LP-RAG", folder, len(self._chunks), self.build_stats)
         if state.models:
             self._models, self.train_reports = state.models, state.train_reports
+            wanted = int(self._settings["ensemble"])
+            if len(self._models) != wanted:  # loaded with another ``ensemble=``
+                logger.warning(
+                    "LP-RAG index %s holds %d trained predictor(s) but ensemble=%d: "
+                    "retrieval scores the saved ones until the next training (an insert), "
+                    "which trains %d, any new member from scratch",
+                    folder, len(self._models), wanted, wanted,
+                )  # fmt: skip
         self._refresh()
 
     # ------------------------------------------------------------------ engines

@@ -103,6 +103,19 @@ def test_an_index_saved_before_ensembles_loads_with_one_member(bow_embed, tmp_pa
     np.testing.assert_array_equal(_logits(loaded, QUESTIONS[1]), _logits(index, QUESTIONS[1]))
 
 
+def test_loading_with_another_ensemble_size_warns_and_follows_it_at_the_next_training(
+    bow_embed, tmp_path, caplog
+):
+    single = _build(bow_embed)
+    single.persist(tmp_path / "lp")
+    loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed, ensemble=2)
+    assert "holds 1 trained predictor(s) but ensemble=2" in caplog.text
+    # Until it trains again, the index scores exactly what was saved.
+    np.testing.assert_array_equal(_logits(loaded, QUESTIONS[0]), _logits(single, QUESTIONS[0]))
+    loaded.insert(Document(id_="lyon", text="Lyon is a city in France. Lyon lies on the Rhone."))
+    assert len(loaded._models) == 2 and len(loaded.train_reports) == 2
+
+
 def test_ensemble_must_be_positive(bow_embed):
     with pytest.raises(ValueError, match="ensemble"):
         _build(bow_embed, ensemble=0)
