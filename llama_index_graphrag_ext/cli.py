@@ -34,20 +34,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from .eval.registry import REGISTRY
+def bench_config(args: argparse.Namespace):
+    """The runner's ``RunConfig`` from ``graphrag-ext bench`` arguments."""
+    from .eval.runner import RunConfig
 
-    if args.list:
-        for spec in REGISTRY.specs():
-            print(f"{spec.name:28s} {spec.tier:13s} {spec.description}")
-        return 0
     if not args.data or not args.methods:
         raise SystemExit("bench needs --data DIR and --methods m1,m2 (or --list)")
-    from .eval.plot import plot_recall
-    from .eval.runner import RunConfig, run_benchmark, write_report
-    from .eval.table import format_table
-
-    config = RunConfig(
+    return RunConfig(
         data=args.data,
         methods=[m.strip() for m in args.methods.split(",") if m.strip()],
         limit=args.limit,
@@ -64,16 +57,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         embed_cache=args.embed_cache,
         allow_fallback=args.allow_fallback,
     )
-    report = run_benchmark(config)
+
+
+def print_report(report: dict, args: argparse.Namespace) -> int:
+    """Print (and write, with ``--out`` / ``--plot``) a run's table; 1 when a method failed."""
+    from .eval.plot import plot_recall
+    from .eval.runner import write_report
+    from .eval.table import format_table
+
     for key in ("title", "note"):
         if getattr(args, key):
             report[key] = getattr(args, key)
     print(format_table(report))
-    if config.llm == "wire":
-        from .eval.wire import format_cost_table
-
-        print()
-        print(format_cost_table(report))
     if args.out:
         write_report(report, args.out)
         print(f"wrote {args.out}")
@@ -82,6 +77,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}")
     failed = any("error" in row or "failed" in row for row in report["methods"].values())
     return 1 if failed else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .eval.registry import REGISTRY
+
+    if args.list:
+        for spec in REGISTRY.specs():
+            print(f"{spec.name:28s} {spec.tier:13s} {spec.description}")
+        return 0
+    from .eval.runner import run_benchmark
+
+    return print_report(run_benchmark(bench_config(args)), args)
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -298,8 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--llm",
         help="provider for LLM methods: openai, openai-like, embedded, none (default: the "
-        "environment), or wire (the loopback model server: measures the full tier's calls "
-        "and tokens)",
+        "environment)",
     )
     bench.add_argument("--cache-dir", help="folder for LLM response caches")
     bench.add_argument("--out", help="write the JSON report here")

@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
+from support import BagOfWordsEmbedding
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

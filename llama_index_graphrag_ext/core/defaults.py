@@ -245,3 +245,23 @@ def describe_embed_model(embed_model: BaseEmbedding) -> str:
     if getattr(embed_model, "pooling", False):
         name += ", long texts pooled over windows"
     return name
+
+
+def make_embedder(name: str) -> BaseEmbedding:
+    """The embedder a user names on the command line.
+
+    ``default``: the embedded MiniLM; ``hash:<dim>``: the near-free
+    :class:`~.hash_embedding.HashEmbedding` (384 without a dimension);
+    ``mock:<dim>``: LlamaIndex's constant ``MockEmbedding``; anything else: a
+    model folder or name for :func:`resolve_embed_model`.
+    """
+    kind, _, dim = name.partition(":")
+    if kind == "mock":
+        from llama_index.core.embeddings import MockEmbedding
+
+        return MockEmbedding(embed_dim=int(dim))
+    if kind == "hash":
+        from .hash_embedding import HashEmbedding
+
+        return HashEmbedding(dim=int(dim or 384))
+    return resolve_embed_model(name if name != "default" else None)

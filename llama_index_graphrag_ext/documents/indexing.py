@@ -45,7 +45,7 @@ class IndexRequest:
 
 def make_embedder(spec: str):
     """The embedder named ``spec``: ``default`` (MiniLM), ``hash:<dim>`` (a near-free stand-in)."""
-    from ..eval.scale.embedders import make_embedder as make
+    from ..core.defaults import make_embedder as make
 
     try:
         return make(spec)

@@ -45,7 +45,6 @@ from .metrics import (
 )
 from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
 from .table import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, REFERENCE
-from .wire import phase_usage, wire_llm
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +141,7 @@ def evaluate_method(
 ) -> dict[str, Any]:
     """Build one method and run it over the questions; return its result row.
 
-    With ``server`` (the loopback wire server of ``--llm wire``) the row also
+    With ``server`` (a model server counting its own usage) the row also
     holds the server's own counts of requests and tokens per phase.
     """
     row: dict[str, Any] = {"tier": tier}
@@ -236,26 +235,30 @@ def judge_fallbacks(row: dict[str, Any], allow: bool) -> None:
         row["failed"] = message + "; pass --allow-fallback to accept"
 
 
-def run_benchmark(config: RunConfig, registry: MethodRegistry = REGISTRY) -> dict[str, Any]:
+def phase_usage(server: Any, before: tuple[int, int, int]) -> dict[str, int]:
+    """A model server's own requests and tokens since ``before`` (a ``server.usage()``)."""
+    now = server.usage()
+    return {
+        "requests": now[0] - before[0],
+        "prompt_tokens": now[1] - before[1],
+        "completion_tokens": now[2] - before[2],
+    }
+
+
+def run_benchmark(
+    config: RunConfig,
+    registry: MethodRegistry = REGISTRY,
+    *,
+    llm: LLM | None = None,
+    server: Any = None,
+) -> dict[str, Any]:
     """Run every method of ``config`` on one benchmark; return the report (JSON-ready).
 
-    ``config.llm == "wire"`` runs the LLM methods against the loopback model
-    server and reports the server's own counts (see :mod:`.wire`).
+    ``llm`` replaces the provider ``config.llm`` names. With ``server`` (a model
+    server whose ``usage()`` returns its requests, prompt and completion tokens
+    so far, such as the loopback server of ``tests/support/wire_bench.py``) each
+    row also holds the server's own counts per phase.
     """
-    if config.llm != "wire":
-        return _run(config, registry)
-    with wire_llm() as (server, llm):
-        report = _run(config, registry, server=server, llm=llm)
-    report["run"]["llm_note"] = (
-        "loopback wire server (testing.replies): calls and prompt tokens are the methods' own; "
-        "completion tokens are the stand-in model's"
-    )
-    return report
-
-
-def _run(
-    config: RunConfig, registry: MethodRegistry, server: Any = None, llm: LLM | None = None
-) -> dict[str, Any]:
     full = load_benchmark(config.data)
     bench: Benchmark = full.subset(config.limit, config.max_passages)
     sampled = len(bench.passages) < len(full.passages)  # before any joining

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage
 from llama_index.core.schema import Document, MetadataMode
+from support import BagOfWordsEmbedding
 
 from llama_index_graphrag_ext.baselines import DenseRetriever, build_dense_index
 from llama_index_graphrag_ext.baselines import dense as dense_module
@@ -12,7 +13,6 @@ from llama_index_graphrag_ext.baselines.numpy_store import NumpyVectorStore
 from llama_index_graphrag_ext.core.compact_store import compact_storage_context
 from llama_index_graphrag_ext.core.embeddings import embed_texts
 from llama_index_graphrag_ext.core.nodes import documents_to_chunks
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 
 TOPICS = [
     "Warsaw is the capital of Poland on the Vistula.",

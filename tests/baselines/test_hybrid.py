@@ -6,7 +6,7 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.baselines import build_dense_index, llama_index_hybrid
-from llama_index_graphrag_ext.testing import HashEmbedding
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 
 from .test_bm25 import TEXTS  # the same seven-passage river corpus
 

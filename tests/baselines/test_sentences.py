@@ -4,10 +4,10 @@ found by the one sentence that answers, which its pooled vector drowns."""
 from __future__ import annotations
 
 from llama_index.core.schema import Document
+from support import BagOfWordsEmbedding
 
 from llama_index_graphrag_ext.baselines import DenseRetriever, build_sentence_index
 from llama_index_graphrag_ext.core.nodes import dedupe_by_source
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 
 FILLER = [
     "The committee reviewed the quarterly budget and approved the new office lease.",

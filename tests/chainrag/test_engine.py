@@ -6,12 +6,12 @@ import pytest
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import Document, NodeWithScore, QueryBundle
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
 from llama_index_graphrag_ext.chainrag.prompts import missing_entity
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, is_unanswered, parse_yes_no
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(id_="bambi", text="Bambi is a 1923 novel by Felix Salten. It follows a roe deer."),

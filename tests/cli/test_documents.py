@@ -276,8 +276,8 @@ def test_persisted_index_of_python_api_is_explained(tmp_path, capsys):
 def test_each_qcg_sentence_name_builds_its_own_preset(name, preset, nodes):
     from llama_index.core.schema import TextNode
 
+    from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
     from llama_index_graphrag_ext.documents.methods import build, resolve
-    from llama_index_graphrag_ext.testing import HashEmbedding
 
     chunks = [
         TextNode(text=f"Passage {i} names the river Vistula and the year 18{i}0.") for i in range(3)
@@ -297,8 +297,8 @@ def test_each_qcg_sentence_name_builds_its_own_preset(name, preset, nodes):
 def test_each_cue_name_builds_and_queries_with_its_preset(name, beam, path_weight, vectors):
     from llama_index.core.schema import TextNode
 
+    from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
     from llama_index_graphrag_ext.documents.methods import build, resolve, retriever
-    from llama_index_graphrag_ext.testing import HashEmbedding
 
     chunks = [
         TextNode(text=f"Warsaw lies on the Vistula. Marie Curie was born in 18{i}7.")

@@ -20,8 +20,8 @@ from .test_documents import EMBED, make_corpus, run
 
 @pytest.fixture
 def server(monkeypatch):
-    from llama_index_graphrag_ext.testing.replies import ModelReplies
-    from llama_index_graphrag_ext.testing.wire import WireServer
+    from support.replies import ModelReplies
+    from support.wire import WireServer
 
     wire = WireServer(ModelReplies()).start()
     monkeypatch.setenv("OPENAI_BASE_URL", wire.base_url)
@@ -185,7 +185,7 @@ def test_other_full_tier_methods(server, tmp_path, capsys, method, extra):
 def test_interrupted_build_resumes_without_paying_twice(server, tmp_path, capsys):
     from collections import Counter
 
-    from llama_index_graphrag_ext.testing.wire.protocol import Fault
+    from support.wire.protocol import Fault
 
     corpus = make_corpus(tmp_path / "docs")
     out_dir = tmp_path / "index"

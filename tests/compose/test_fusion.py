@@ -9,6 +9,7 @@ from llama_index.core import Document
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.baselines import BM25Retriever, DenseRetriever, build_dense_index
 from llama_index_graphrag_ext.compose import (
@@ -18,7 +19,6 @@ from llama_index_graphrag_ext.compose import (
     normalise_scores,
 )
 from llama_index_graphrag_ext.core.nodes import EVIDENCE_KEY, source_id, with_evidence
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 
 def chunk(passage: str, text: str | None = None, part: int = 0) -> TextNode:

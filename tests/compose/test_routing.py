@@ -10,6 +10,7 @@ from llama_index.core import Document, get_response_synthesizer
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import QueryBundle
 from llama_index.core.tools import ToolMetadata
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.baselines import BM25Retriever
 from llama_index_graphrag_ext.compose.routing import (
@@ -19,7 +20,6 @@ from llama_index_graphrag_ext.compose.routing import (
 )
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.fgrag import FGRAGIndex
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(id_="curie", text="Marie Curie studied radioactivity in Paris with Pierre Curie."),

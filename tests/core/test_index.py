@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import Document, MetadataMode, QueryBundle
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.embeddings import embed_query, embed_texts, knn_graph
 from llama_index_graphrag_ext.core.graph import TypedGraph
@@ -16,7 +17,6 @@ from llama_index_graphrag_ext.core.index import GraphIndexBase
 from llama_index_graphrag_ext.core.nodes import PassageParser, with_evidence
 from llama_index_graphrag_ext.core.persist import IndexFormatError
 from llama_index_graphrag_ext.core.vectors import InMemoryVectorTable
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 
 class KnnChunkIndex(GraphIndexBase):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.core.embed_cache import CachedEmbedding
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 from llama_index_graphrag_ext.core.late_chunking import (
     LateChunkingUnavailable,
     embed_spans,
     sentence_transformer,
 )
-from llama_index_graphrag_ext.testing import HashEmbedding
 
 TEXT = (
     "Marie Curie\nMarie Curie was born in Warsaw in 1867. "

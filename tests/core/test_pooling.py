@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.core.embed_cache import CachedEmbedding
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 from llama_index_graphrag_ext.core.pooling import (
     PooledEmbedding,
     Window,
@@ -15,7 +16,6 @@ from llama_index_graphrag_ext.core.pooling import (
     find_window,
     window_texts,
 )
-from llama_index_graphrag_ext.testing import HashEmbedding
 
 SHORT = ["Warsaw is the capital of Poland.", "The Danube flows through Vienna."]
 # 16 words per sentence, every word one word piece of MiniLM's vocabulary.

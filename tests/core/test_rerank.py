@@ -79,7 +79,7 @@ def test_small_top_n_shrinks_nothing_in_qcg_cue_and_chainrag(bow_embed):
 
 @pytest.fixture(scope="module")
 def bge_path(tmp_path_factory):
-    from llama_index_graphrag_ext.testing.cross_encoder import build_minilm_cross_encoder
+    from support.cross_encoder import build_minilm_cross_encoder
 
     return build_minilm_cross_encoder(tmp_path_factory.mktemp("cross-encoder"))
 

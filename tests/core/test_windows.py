@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llama_index_graphrag_ext.core.embed_cache import CachedEmbedding
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 from llama_index_graphrag_ext.core.windows import (
     ChunkWindows,
     chunk_of,
@@ -13,7 +14,6 @@ from llama_index_graphrag_ext.core.windows import (
     window_ids,
     window_rows,
 )
-from llama_index_graphrag_ext.testing import HashEmbedding
 
 
 def _unit(*values: float) -> np.ndarray:

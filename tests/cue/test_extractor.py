@@ -7,10 +7,10 @@ import json
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, NodeRelationship
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue.extractor import KnowledgeUnitExtractor, unit_id
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(

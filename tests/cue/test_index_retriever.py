@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document, NodeWithScore
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue import MultiPartiteIndex, QIterRetriever
 from llama_index_graphrag_ext.cue.index import CHUNK, ENTITY, UNIT, entity_id
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(

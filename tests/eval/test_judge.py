@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMCaller
 from llama_index_graphrag_ext.eval.judge import (
@@ -18,7 +19,6 @@ from llama_index_graphrag_ext.eval.judge import (
     unswap,
     win_rates,
 )
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 
 def verdict(c: int, d: int, e: int, o: int) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core import Settings
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.baselines import BM25Retriever
 from llama_index_graphrag_ext.eval.registry import (
@@ -17,7 +18,6 @@ from llama_index_graphrag_ext.eval.registry import (
 )
 from llama_index_graphrag_ext.eval.runner import RunConfig, run_benchmark
 from llama_index_graphrag_ext.eval.table import format_table
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 KEYS = {
     "tier",

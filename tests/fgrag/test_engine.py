@@ -8,10 +8,10 @@ import pytest
 from llama_index.core import Document
 from llama_index.core.base.response.schema import Response, StreamingResponse
 from llama_index.core.prompts import PromptTemplate
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.fgrag import FGRAGIndex, FGRAGQueryEngine
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(id_="curie", text="Marie Curie studied radioactivity in Paris with Pierre Curie."),

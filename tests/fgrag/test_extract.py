@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY
 from llama_index.core.schema import TextNode
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, LLMSteps, is_embedded
 from llama_index_graphrag_ext.fgrag.extract import (
@@ -14,7 +15,6 @@ from llama_index_graphrag_ext.fgrag.extract import (
     extraction_to_graph,
     parse_extraction,
 )
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 GOOD = (
     '("entity"<|>Marie Curie<|>person<|>A physicist who studied radioactivity.)##\n'

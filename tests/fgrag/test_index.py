@@ -10,13 +10,13 @@ from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphSto
 from llama_index.core.graph_stores.types import EntityNode
 from llama_index.core.indices.property_graph import SimpleLLMPathExtractor
 from llama_index.core.storage.storage_context import StorageContext
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.index import GraphIndexBase
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.core.persist import IndexFormatError
 from llama_index_graphrag_ext.fgrag import FGRAGExtractor, FGRAGIndex
 from llama_index_graphrag_ext.fgrag.stores import StoreNeighbours
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(

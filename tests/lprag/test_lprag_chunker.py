@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, NodeRelationship
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, is_embedded
 from llama_index_graphrag_ext.lprag import LLMAtomicChunker, parse_bracketed_items
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 GOOD = """[Sentence 1]
 Crux is an American comic book published by CrossGen.

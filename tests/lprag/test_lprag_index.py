@@ -11,11 +11,11 @@ import pytest
 import torch
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.embeddings import knn_graph
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex, LinkPredictionRetriever
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 TEXTS = {
     "crux": "Crux is an American comic book. Crux was published by CrossGen Entertainment.",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMSettings
 from llama_index_graphrag_ext.lprag import SyntheticQueryGenerator, pseudo_queries, sample_batches
 from llama_index_graphrag_ext.lprag.queries import neighbor_lists
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 
 def test_neighbor_lists_are_symmetric():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import Document, MetadataMode, TextNode
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError
 from llama_index_graphrag_ext.core.nodes import PassageParser
@@ -20,7 +21,6 @@ from llama_index_graphrag_ext.qcg.generator import (
     keep_count,
     node_text,
 )
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 CHUNK = TextNode(
     id_="bridge", text="The Brooklyn Bridge was designed by John Roebling. It opened in 1883."

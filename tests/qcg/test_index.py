@@ -9,6 +9,7 @@ import pytest
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import Document
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.core.persist import IndexFormatError
@@ -20,7 +21,6 @@ from llama_index_graphrag_ext.qcg import (
     QueryLayer,
     SentenceQueryGenerator,
 )
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 DOCS = [
     Document(

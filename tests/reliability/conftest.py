@@ -14,8 +14,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import Document
 
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.testing import HashEmbedding
 
 #: Every index of the suite, as the reliability tests name them.
 METHODS = ("dense", "bm25", "qcg", "cue", "chainrag", "lprag", "fgrag")

@@ -22,7 +22,7 @@ from pathlib import Path
 from llama_index.core.schema import Document
 
 import llama_index_graphrag_ext.core.persist as persist
-from llama_index_graphrag_ext.testing import HashEmbedding
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 
 HERE = Path(__file__).resolve().parent
 spec = importlib.util.spec_from_file_location("reliability_conftest", HERE / "conftest.py")

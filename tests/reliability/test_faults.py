@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import pytest
 from llama_index.core.schema import Document
+from support import Delay, ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import RetryPolicy
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.testing import Delay, ScriptedLLM
 
 TEXTS = {
     "curie": "Marie Curie was a physicist born in Warsaw. Marie Curie won two Nobel Prizes.",

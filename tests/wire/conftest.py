@@ -12,8 +12,7 @@ inside the test with ``wire_server.responder = fn``.
 from __future__ import annotations
 
 import pytest
-
-from llama_index_graphrag_ext.testing.wire import WireServer
+from support.wire import WireServer
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def model_server(wire_server):
     predicate makes chosen requests get an unusable reply, its ``tasks``
     counts what was asked.
     """
-    from llama_index_graphrag_ext.testing.replies import ModelReplies
+    from support.replies import ModelReplies
 
     wire_server.responder = ModelReplies()
     return wire_server

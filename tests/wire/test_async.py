@@ -17,12 +17,12 @@ import pytest
 from llama_index.core.base.response.schema import AsyncStreamingResponse
 from llama_index.core.schema import Document
 from llama_index.llms.openai_like import OpenAILike
+from support.wire import Fault
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.fgrag import FGRAGIndex
 from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex
-from llama_index_graphrag_ext.testing.wire import Fault
 
 BOUND = 0.04  # s: the largest tick gap an async call may cause
 LATENCY = 0.02  # s the server takes per request

@@ -12,11 +12,11 @@ import time
 import pytest
 from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.schema import Document
+from support.wire import Fault
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
 from llama_index_graphrag_ext.core.llm import LLMFallbackError
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.testing.wire import Fault
 
 DOCS = [
     Document(

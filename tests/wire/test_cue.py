@@ -10,14 +10,14 @@ import logging
 import re
 
 import pytest
+from support.replies import JUNK_REPLY, entities_in
+from support.wire import Fault
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, RetryPolicy
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.core.text import count_tokens
 from llama_index_graphrag_ext.cue import KnowledgeUnitExtractor, MultiPartiteIndex
 from llama_index_graphrag_ext.eval.data import load_benchmark
-from llama_index_graphrag_ext.testing.replies import JUNK_REPLY, entities_in
-from llama_index_graphrag_ext.testing.wire import Fault
 
 STEPS_LOG = "llama_index_graphrag_ext.core.llm.steps"
 PRONOUN = re.compile(r"^(He|She|It|They|His|Her|Its|Their)\b")

@@ -12,13 +12,13 @@ import pytest
 from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, EntityNode
 from llama_index.core.schema import Document, TextNode
+from support.wire import Fault
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, RetryPolicy
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.fgrag import FGRAGExtractor, FGRAGIndex
 from llama_index_graphrag_ext.fgrag.extract import BUILT_BY, CO_OCCURS, DESCRIPTIONS, RELATED
 from llama_index_graphrag_ext.fgrag.retriever import spacy_query_entities
-from llama_index_graphrag_ext.testing.wire import Fault
 
 DOCS = [
     Document(

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.replies import JUNK_REPLY
 
 from llama_index_graphrag_ext.core.llm import LLMCaller
 from llama_index_graphrag_ext.eval.judge import CRITERIA, ajudge_pair, run_judge, win_rates
-from llama_index_graphrag_ext.testing.replies import JUNK_REPLY
 
 ULTRADOMAIN = Path(__file__).resolve().parents[2].parent / "shared/benchmarks/ultradomain-mix"
 

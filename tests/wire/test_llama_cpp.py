@@ -20,11 +20,11 @@ pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is 
 
 from llama_index.core.schema import TextNode  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
+from support.llama_server import serve_embedded_llm  # noqa: E402
 
 from llama_index_graphrag_ext.core.llm import LLMCaller  # noqa: E402
 from llama_index_graphrag_ext.demo import run_demo  # noqa: E402
 from llama_index_graphrag_ext.qcg import Doc2QueryGenerator  # noqa: E402
-from llama_index_graphrag_ext.testing.llama_server import serve_embedded_llm  # noqa: E402
 
 pytestmark = pytest.mark.embedded
 

@@ -12,13 +12,13 @@ import logging
 import re
 
 import pytest
+from support.replies import JUNK_REPLY
+from support.wire import Fault, WireReply
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, RetryPolicy, count_llm_calls
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.eval.data import load_benchmark
 from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex, LLMAtomicChunker
-from llama_index_graphrag_ext.testing.replies import JUNK_REPLY
-from llama_index_graphrag_ext.testing.wire import Fault, WireReply
 
 STEPS_LOG = "llama_index_graphrag_ext.core.llm.steps"
 FAST = {"epochs": 5, "hidden": 16, "threads": 1, "k": 2, "query_neighbors": 2}

@@ -12,12 +12,12 @@ import logging
 from collections import Counter
 
 import pytest
+from support.wire import Fault
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, RetryPolicy
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.eval.data import load_benchmark
 from llama_index_graphrag_ext.qcg import Doc2QueryGenerator, QueryCentricGraphIndex
-from llama_index_graphrag_ext.testing.wire import Fault
 
 STEPS_LOG = "llama_index_graphrag_ext.core.llm.steps"
 M, ALPHA = 5, 0.6  # the paper's M and alpha, small: round(0.6 * 5) = 3 pairs kept per chunk

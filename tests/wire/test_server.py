@@ -19,8 +19,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
 from pydantic import BaseModel
-
-from llama_index_graphrag_ext.testing.wire import Fault, WireReply, WireServer, count_tokens
+from support.wire import Fault, WireReply, WireServer, count_tokens
 
 TEXT = "Marie Curie was born in Warsaw, the capital of Poland, in 1867."
 CITY = {"name": "Warsaw", "country": "Poland"}

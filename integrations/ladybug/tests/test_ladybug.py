@@ -26,7 +26,7 @@ from llama_index.core.schema import Document  # noqa: E402
 from llama_index_graphrag_ext.core.nodes import PassageParser  # noqa: E402
 from llama_index_graphrag_ext.fgrag import CooccurrenceExtractor, FGRAGIndex  # noqa: E402
 from llama_index_graphrag_ext.fgrag.stores import StoreNeighbours  # noqa: E402
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding  # noqa: E402
+from support import BagOfWordsEmbedding  # noqa: E402
 
 MUSIQUE = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "musique-100"
 

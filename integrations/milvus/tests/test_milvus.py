@@ -28,7 +28,7 @@ from llama_index_graphrag_ext.core.nodes import PassageParser  # noqa: E402
 from llama_index_graphrag_ext.core.vectors import InMemoryVectorTable, VectorStoreTable  # noqa: E402
 from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator  # noqa: E402
 from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex  # noqa: E402
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding  # noqa: E402
+from support import BagOfWordsEmbedding  # noqa: E402
 
 MUSIQUE = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "musique-100"
 

@@ -13,9 +13,9 @@
 | :mod:`.cache` | the persistent response cache |
 
 Example:
-    >>> from llama_index_graphrag_ext.testing import ScriptedLLM
-    >>> caller = LLMCaller(ScriptedLLM(['<think>hmm</think>Answer: Paris']))
-    >>> parse_answer(caller.complete("Capital of France?").text)
+    >>> from llama_index.core.llms import MockLLM
+    >>> caller = LLMCaller(MockLLM())
+    >>> parse_answer("<think>hmm</think>Answer: Paris")
     'Paris'
 """
 

@@ -42,6 +42,7 @@ The modules, in the order a run uses them:
 * `cli`: the ``graphrag-ext scale`` flags.
 """
 
+from ...core.defaults import make_embedder
 from .cell import find_index, measure_cell, persist_index
 from .cli import add_arguments, config_from_args
 from .config import (
@@ -61,7 +62,7 @@ from .corpus import (
     split_sentences_rule,
     synthesize,
 )
-from .embedders import MeteredEmbedding, make_embedder
+from .embedders import MeteredEmbedding
 from .report import fit_exponent, fit_report, format_scale_table, plot_scale
 from .run import cell_key, run_scale, write_json
 

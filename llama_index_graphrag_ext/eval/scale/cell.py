@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
+from ...core.defaults import make_embedder
 from ..metrics import percentile, recall_at_k
 from ..registry import REGISTRY, BenchContext, MethodRegistry
 from ..runner import RssSampler
 from .config import ScaleConfig
 from .corpus import load_pool, query_set, synthesize
-from .embedders import MeteredEmbedding, make_embedder
+from .embedders import MeteredEmbedding
 
 
 def _trim_heap() -> None:

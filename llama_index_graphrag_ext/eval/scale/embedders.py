@@ -1,4 +1,4 @@
-"""The embedders of a scale run: the one named on the command line, and a meter around it."""
+"""A meter around a scale run's embedder: texts and seconds."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import ConfigDict, Field, PrivateAttr
-
-from ...testing.embeddings import HashEmbedding
 
 
 class _TextSample:
@@ -114,24 +112,3 @@ class MeteredEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
-
-
-def make_embedder(spec: str) -> BaseEmbedding:
-    """The embedder named by ``spec``.
-
-    ``default``: the embedded MiniLM; ``hash:<dim>``:
-    [`HashEmbedding`][llama_index_graphrag_ext.testing.embeddings.HashEmbedding]
-    (384 without a dimension); ``mock:<dim>``: LlamaIndex's constant
-    ``MockEmbedding`` (tests); anything else: a model name for
-    ``resolve_embed_model``.
-    """
-    kind, _, dim = spec.partition(":")
-    if kind == "mock":
-        from llama_index.core.embeddings import MockEmbedding
-
-        return MockEmbedding(embed_dim=int(dim))
-    if kind == "hash":
-        return HashEmbedding(dim=int(dim or 384))
-    from ...core.defaults import resolve_embed_model
-
-    return resolve_embed_model(spec if spec != "default" else None)

@@ -7,9 +7,9 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache, cache_key, llm_fingerprint
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 
 @pytest.mark.parametrize("path", [None, ":memory:"])

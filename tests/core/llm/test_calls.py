@@ -13,6 +13,7 @@ from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.llms.openai_like import OpenAILike
+from support import Delay, ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
 from llama_index_graphrag_ext.core.llm.calls import LLMCaller, call_copy
@@ -22,7 +23,6 @@ from llama_index_graphrag_ext.core.llm.steps import LLMFallbackError
 from llama_index_graphrag_ext.core.llm.streams import ReasoningFilter
 from llama_index_graphrag_ext.core.llm.usage import UsageMeter
 from llama_index_graphrag_ext.core.text.tokens import count_tokens
-from llama_index_graphrag_ext.testing import Delay, ScriptedLLM
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0, timeout=5.0)
 CALLS_LOG = "llama_index_graphrag_ext.core.llm.calls"

@@ -12,11 +12,11 @@ import pytest
 from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
 from pydantic import BaseModel
+from support.wire import Fault, WireRequest, WireServer
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
 from llama_index_graphrag_ext.core.llm.calls import LLMCaller
 from llama_index_graphrag_ext.core.llm.retry import RetryPolicy
-from llama_index_graphrag_ext.testing.wire import Fault, WireRequest, WireServer
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0, timeout=5.0)
 CALLS_LOG = "llama_index_graphrag_ext.core.llm.calls"

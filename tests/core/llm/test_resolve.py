@@ -11,6 +11,7 @@ from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.llms import CustomLLM
 from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.defaults import MissingModelError
 from llama_index_graphrag_ext.core.llm import resolve
@@ -28,7 +29,6 @@ from llama_index_graphrag_ext.core.llm.resolve import (
     structured_mode,
     writes_json,
 )
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 ENV = ("GRAPHRAG_LLM", "GRAPHRAG_LLM_MODEL", "OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
 

@@ -12,6 +12,7 @@ import openai
 import pytest
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.llms import CustomLLM
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm.calls import LLMTruncatedError
 from llama_index_graphrag_ext.core.llm.parse import LLMOutputError
@@ -24,7 +25,6 @@ from llama_index_graphrag_ext.core.llm.steps import (
     fallback_share,
     reason_of,
 )
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 STEPS_LOG = "llama_index_graphrag_ext.core.llm.steps"
 

@@ -9,12 +9,12 @@ from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from pydantic import BaseModel, Field
+from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
 from llama_index_graphrag_ext.core.llm.calls import LLMCaller, LLMTruncatedError
 from llama_index_graphrag_ext.core.llm.parse import LLMOutputError
 from llama_index_graphrag_ext.core.llm.retry import RetryPolicy
-from llama_index_graphrag_ext.testing import ScriptedLLM
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0, timeout=5.0)
 CALLS_LOG = "llama_index_graphrag_ext.core.llm.calls"

@@ -12,6 +12,7 @@ from llama_index.core import get_response_synthesizer
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse
 from llama_index.core.schema import NodeWithScore, TextNode
 from openai.types.chat import ChatCompletion
+from support import Delay, ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm.usage import (
     UsageMeter,
@@ -21,7 +22,6 @@ from llama_index_graphrag_ext.core.llm.usage import (
     reported_usage,
 )
 from llama_index_graphrag_ext.core.text.tokens import count_tokens
-from llama_index_graphrag_ext.testing import Delay, ScriptedLLM
 
 
 def words(text: str) -> int:

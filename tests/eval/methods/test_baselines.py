@@ -3,8 +3,9 @@ and ``li-hybrid``."""
 
 from __future__ import annotations
 
+from support import BagOfWordsEmbedding
+
 from llama_index_graphrag_ext.eval.registry import REGISTRY, BenchContext
-from llama_index_graphrag_ext.testing import BagOfWordsEmbedding
 
 
 def test_reference_methods_build_and_rank(bow_embed, musique_slice):

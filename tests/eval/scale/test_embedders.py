@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from llama_index_graphrag_ext.eval.scale.embedders import MeteredEmbedding, make_embedder
-from llama_index_graphrag_ext.testing import HashEmbedding
+from llama_index_graphrag_ext.core.defaults import make_embedder
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
+from llama_index_graphrag_ext.eval.scale.embedders import MeteredEmbedding
 
 
 def test_specs_name_the_embedder():

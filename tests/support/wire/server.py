@@ -1,11 +1,11 @@
 """A real OpenAI-compatible HTTP server on loopback, for testing LLM clients over a real wire.
 
-[`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer] runs uvicorn in a daemon
+``WireServer`` runs uvicorn in a daemon
 thread of the test process and answers ``/v1/chat/completions``, ``/v1/completions`` and
 ``/v1/models`` as OpenAI-compatible servers do (JSON, Server-Sent Events, ``usage`` in
 tiktoken ``cl100k_base`` tokens, ``max_tokens`` cuts, tool calls, ``response_format``,
 OpenAI-style errors), so a client's HTTP, pooling, retries, timeouts and SSE parsing all
-really run. A *responder* decides what the "model" says; [`Fault`][llama_index_graphrag_ext.testing.wire.protocol.Fault]s
+really run. A *responder* decides what the "model" says; ``Fault``s
 make chosen requests fail, stall or get cut (an example is in the package's docs).
 """
 
@@ -74,8 +74,8 @@ class WireServer:
 
     Args:
         responder: Called (in a worker thread, so it may block) with each
-            [`WireRequest`][llama_index_graphrag_ext.testing.wire.protocol.WireRequest]; returns
-            a [`WireReply`][llama_index_graphrag_ext.testing.wire.protocol.WireReply], a string
+            ``WireRequest``; returns
+            a ``WireReply``, a string
             (the text) or a dict/list (the ``arguments``). May be ``async``. Settable at
             any time as :attr:`responder`. Default: answers ``"OK"``. If it raises, the
             client gets a 500 and the exception is kept in :attr:`errors`.
@@ -85,7 +85,7 @@ class WireServer:
 
     Attributes:
         base_url: ``"http://127.0.0.1:PORT/v1"`` once started (``port`` holds PORT).
-        log: A [`WireRecord`][llama_index_graphrag_ext.testing.wire.protocol.WireRecord] per
+        log: A ``WireRecord`` per
             completion request, in arrival order.
         errors: The exceptions the responder raised.
     """

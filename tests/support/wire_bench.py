@@ -1,10 +1,13 @@
-"""The full tier's cost, measured on the wire: the runner's ``--llm wire``.
+"""The full tier's cost, measured on the wire: ``python tests/support/wire_bench.py``.
+
+It takes the arguments of ``graphrag-ext bench`` and runs the runner with the
+loopback server below as the LLM.
 
 No capable model is reachable from the machines this suite is measured on, so
 the cost of each method's full-LLM tier is measured over a real HTTP wire: the
 runner starts the loopback OpenAI-compatible server of the wire tests
-([`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer]) answering like a
-capable model ([`ModelReplies`][llama_index_graphrag_ext.testing.replies.ModelReplies]),
+(``support.wire.WireServer``) answering like a
+capable model (``support.replies.ModelReplies``),
 points ``OpenAILike`` at it, and reads the *server's* counts of requests and
 tokens (tiktoken ``cl100k_base``, as OpenAI bills) for each method's indexing
 and querying.
@@ -19,12 +22,14 @@ rather than measure what a real model would write.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from ..core.text import count_tokens
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `support` as a script
 
-__all__ = ["LIGHTRAG_REFERENCE", "format_cost_table", "wire_llm"]
+from llama_index_graphrag_ext.core.text import count_tokens  # noqa: E402
 
 #: LightRAG's published and public extraction costs, beside which ours are reported:
 #: FG-RAG's paper, Table 5 (the Mix set, about 600,000 tokens in 1,200/100-token
@@ -46,11 +51,11 @@ def wire_llm(context_window: int = 16_000) -> Iterator[tuple[Any, Any]]:
     try:
         from llama_index.llms.openai_like import OpenAILike
 
-        from ..testing.replies import ModelReplies
-        from ..testing.wire import WireServer
+        from support.replies import ModelReplies
+        from support.wire import WireServer
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError(
-            "--llm wire needs the wire server's packages (starlette, uvicorn): "
+            "the wire server needs its packages (starlette, uvicorn): "
             "`pip install -e .[dev]` or `make install`"
         ) from exc
     server = WireServer(ModelReplies()).start()
@@ -66,16 +71,6 @@ def wire_llm(context_window: int = 16_000) -> Iterator[tuple[Any, Any]]:
         yield server, llm
     finally:
         server.stop()
-
-
-def phase_usage(server: Any, before: tuple[int, int, int]) -> dict[str, int]:
-    """The server's requests and tokens since ``before`` (a ``server.usage()``)."""
-    now = server.usage()
-    return {
-        "requests": now[0] - before[0],
-        "prompt_tokens": now[1] - before[1],
-        "completion_tokens": now[2] - before[2],
-    }
 
 
 def format_cost_table(report: dict[str, Any]) -> str:
@@ -126,3 +121,25 @@ def format_cost_table(report: dict[str, Any]) -> str:
 def prompt_tokens(text: str) -> int:
     """cl100k tokens of a prompt (the unit of every figure here)."""
     return count_tokens(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``graphrag-ext bench`` with the loopback server as the LLM, plus the cost table."""
+    from llama_index_graphrag_ext.cli import bench_config, build_parser, print_report
+    from llama_index_graphrag_ext.eval.runner import run_benchmark
+
+    args = build_parser().parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    with wire_llm() as (server, llm):
+        report = run_benchmark(bench_config(args), llm=llm, server=server)
+    report["run"]["llm_note"] = (
+        "loopback wire server (tests/support/replies.py): calls and prompt tokens are the "
+        "methods' own; completion tokens are the stand-in model's"
+    )
+    failed = print_report(report, args)
+    print()
+    print(format_cost_table(report))
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())

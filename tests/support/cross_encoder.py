@@ -3,7 +3,7 @@
 The papers rerank with BGE cross-encoders (``BAAI/bge-reranker-*``) through
 FlagEmbedding, which LlamaIndex wraps as ``FlagEmbeddingReranker``. No
 cross-encoder ships offline, so
-[`build_minilm_cross_encoder`][llama_index_graphrag_ext.testing.cross_encoder.build_minilm_cross_encoder]
+``build_minilm_cross_encoder``
 makes one from the bundled all-MiniLM-L6-v2 encoder: a
 ``BertForSequenceClassification`` with one output label whose classifier head
 is freshly (and deterministically) initialised. It loads from a local path

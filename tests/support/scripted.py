@@ -1,6 +1,6 @@
 """A deterministic, scripted LLM for testing pipelines offline.
 
-[`ScriptedLLM`][llama_index_graphrag_ext.testing.ScriptedLLM] is a real
+``ScriptedLLM`` is a real
 LlamaIndex ``CustomLLM``: callbacks (``TokenCountingHandler``), instrumentation
 and every component that accepts ``llm=`` treat it like any other model. It
 answers from a script instead of a network, so tests are fast and repeatable.
@@ -111,10 +111,10 @@ class ScriptedLLM(CustomLLM):
             - a single string, returned for every prompt.
 
             An answer may be a string, an exception instance or class (raised
-            instead of answering), a [`Delay`][llama_index_graphrag_ext.testing.Delay],
+            instead of answering), a ``Delay``,
             or a callable ``prompt -> answer``.
         default: The answer when the script has none; without it a
-            [`ScriptExhaustedError`][llama_index_graphrag_ext.testing.ScriptExhaustedError]
+            ``ScriptExhaustedError``
             is raised.
         model_name: Reported in ``metadata.model_name`` (and so in cache keys).
         callback_manager: Callbacks to notify, e.g. one holding a

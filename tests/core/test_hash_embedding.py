@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.testing import HashEmbedding
+from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 
 
 def test_vectors_are_pinned():

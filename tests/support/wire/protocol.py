@@ -1,6 +1,6 @@
 """The wire's vocabulary: requests as parsed, replies, faults, records, token counts.
 
-Shared by [`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer] and the
+Shared by ``WireServer`` and the
 answer composer; tokens are tiktoken's ``cl100k_base``, as OpenAI counts ``usage``.
 """
 

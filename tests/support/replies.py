@@ -1,7 +1,7 @@
 """Replies a capable model would write to the suite's prompts, for the loopback wire server.
 
-[`ModelReplies`][llama_index_graphrag_ext.testing.replies.ModelReplies] is a
-[`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer] responder. It
+``ModelReplies`` is a
+``WireServer`` responder. It
 recognises which of the suite's prompts it was sent (Doc2Query, knowledge
 units, decomposition, extraction tuples, ...), reads the passage or question
 out of it, and writes a reply grounded in that text: pairs about the passage's

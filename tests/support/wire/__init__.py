@@ -1,6 +1,6 @@
 """A real OpenAI-compatible HTTP server on loopback, for testing LLM clients over a real wire.
 
-* [`WireServer`][llama_index_graphrag_ext.testing.wire.server.WireServer]
+* ``WireServer``
   (``server.py``): uvicorn in a daemon thread, its life cycle, faults and counts.
 * ``protocol.py``: requests as parsed, replies, faults, records, ``cl100k_base`` counts.
 * ``answers.py``: the completion a reply becomes (tool calls, JSON, cuts, SSE chunks).

@@ -20,8 +20,7 @@ pytest.importorskip("llama_index.llms.openai_like")
 
 from llama_index.core.llms import ChatMessage  # noqa: E402
 from llama_index.llms.openai_like import OpenAILike  # noqa: E402
-
-from llama_index_graphrag_ext.testing.llama_server import (  # noqa: E402
+from support.llama_server import (  # noqa: E402
     DEFAULT_MODEL_ALIAS,
     LlamaServer,
     LlamaServerError,

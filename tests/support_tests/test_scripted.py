@@ -14,8 +14,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.llm import LLMCompletionEndEvent
 from llama_index.core.llms import CustomLLM
-
-from llama_index_graphrag_ext.testing import Delay, ScriptedLLM, ScriptExhaustedError
+from support import Delay, ScriptedLLM, ScriptExhaustedError
 
 
 def test_is_a_custom_llm_with_metadata():

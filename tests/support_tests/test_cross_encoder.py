@@ -22,8 +22,7 @@ import socket
 
 import pytest
 from safetensors import safe_open
-
-from llama_index_graphrag_ext.testing.cross_encoder import build_minilm_cross_encoder
+from support.cross_encoder import build_minilm_cross_encoder
 
 QUERY = "Which river flows through Paris?"
 PASSAGES = [
