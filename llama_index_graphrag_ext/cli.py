@@ -80,15 +80,21 @@ def print_report(report: dict, args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .eval.registry import REGISTRY
+    from .core.config import ConfigError
 
     if args.list:
-        for spec in REGISTRY.specs():
-            print(f"{spec.name:28s} {spec.tier:13s} {spec.description}")
+        from .eval.registry import describe_methods
+
+        print(describe_methods())
         return 0
     from .eval.runner import run_benchmark
 
-    return print_report(run_benchmark(bench_config(args)), args)
+    try:
+        report = run_benchmark(bench_config(args))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return print_report(report, args)
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -207,7 +213,9 @@ def _add_document_commands(sub) -> None:
         "index", help="index your own files and folders with any method (or --update an index)"
     )
     index.add_argument("paths", nargs="+", metavar="PATH", help="files and folders (recursive)")
-    index.add_argument("--method", help="method name (graphrag-ext bench --list)")
+    index.add_argument(
+        "--method", help="NAME[:PRESET][/FIELD=VALUE...], e.g. cue or qcg:paper (bench --list)"
+    )
     index.add_argument("--out", metavar="DIR", help="folder to write the index to")
     index.add_argument(
         "--update", metavar="DIR", help="update this index: add new and changed files, drop removed"
@@ -221,7 +229,11 @@ def _add_document_commands(sub) -> None:
         "--llm", choices=("embedded", "openai", "openai-like", "none"), help=llm_help
     )
     index.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="method option, repeatable"
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field, repeatable",
     )
     index.add_argument(
         "--embed-model",
@@ -300,7 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--answer", action="store_true", help="also answer (EM, F1, Acc)")
     bench.add_argument("--top-k", type=int, default=10, help="passages retrieved per question")
     bench.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="method option, repeatable"
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field, for every method of the run that has it; repeatable",
     )
     bench.add_argument(
         "--llm",

@@ -26,21 +26,13 @@ from .core.llm import choose_llm, count_llm_calls
 from .core.nodes import EVIDENCE_KEY
 from .core.prompts import SHORT_ANSWER_PROMPT
 from .eval.data import load_benchmark
-from .eval.registry import REGISTRY, BenchContext
+from .eval.registry import BenchContext, build_system, resolve
 from .eval.table import step_notes
 
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 
-#: The methods the demo shows, in order: each method's LLM-free variant. LP-RAG's is
-#: the title-link preset; with the paper's settings its LLM-free stand-in stays far
-#: below dense (docs/methods/lprag.md), so the demo does not show that one.
-DEMO_METHODS: tuple[str, ...] = (
-    "dense",
-    "qcg-sentences",
-    "cue-0.0",
-    "chainrag-retriever",
-    "lprag-pseudo-titles",
-)
+#: The methods the demo shows, in order, each with its ``default`` preset (LLM-free).
+DEMO_METHODS: tuple[str, ...] = ("dense", "qcg", "cue", "chainrag", "lprag")
 
 
 #: Evidence keys not worth a place on the one "why" line (the question itself, ...).
@@ -120,17 +112,17 @@ def run_demo(
     summary: dict[str, Any] = {"methods": {}, "llm": choice.describe(), "tier": choice.tier}
     with count_llm_calls() as usage:
         for name in methods or DEMO_METHODS:
-            spec, captured = REGISTRY.resolve(name)
-            print(f"\n=== {name} ({spec.tier}): {spec.description}", file=out)
+            resolved = resolve(name)
+            summary_line = resolved.spec.summary if resolved.spec else name
+            print(f"\n=== {name} ({resolved.tier}): {summary_line}", file=out)
             ctx = BenchContext(
                 embed_model=embed_model,
                 llm_factory=lambda: the_llm,
                 top_k=top_k,
-                options=captured,
                 show_progress=True,
             )
             t0 = time.perf_counter()
-            system = spec.build(documents, ctx)
+            system = build_system(name, documents, ctx)
             index_seconds = time.perf_counter() - t0
             print(f"indexed in {index_seconds:.1f} s", file=out)
             records = [r.to_dict() for ledger in system.steps for r in ledger.records()]

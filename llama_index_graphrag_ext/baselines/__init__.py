@@ -1,14 +1,17 @@
-"""The reference retrievers every method is measured against."""
+"""The references every method is measured against: dense, BM25 and LlamaIndex's hybrid."""
 
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever, build_dense_index
-from .hybrid import llama_index_hybrid
-from .sentences import build_sentence_index
+from .index import BM25Config, BM25Index, DenseConfig, DenseIndex, HybridConfig, HybridIndex
 
 __all__ = [
+    "BM25Config",
+    "BM25Index",
     "BM25Retriever",
+    "DenseConfig",
+    "DenseIndex",
     "DenseRetriever",
+    "HybridConfig",
+    "HybridIndex",
     "build_dense_index",
-    "build_sentence_index",
-    "llama_index_hybrid",
 ]

@@ -1,9 +1,12 @@
 """The base class of the suite's indexes: a LlamaIndex ``BaseIndex`` with graph-method plumbing.
 
-A method's index subclasses :class:`GraphIndexBase` and implements the hooks
+A method's index subclasses :class:`GraphIndexBase`, names its
+:class:`~.config.MethodConfig` class (``config_class``) and implements the hooks
 ``_add_chunks(nodes)``, ``_remove_chunks(ids)``, ``_persist_state(folder)`` and
 ``_load_state(folder, manifest)``, and, when its retrievers search vectors,
-``_searchable()`` (name -> ids and matrix). Retrievers search those through
+``_searchable()`` (name -> ids and matrix). Every index takes ``config=`` (a
+preset name or a config; fields can also be given by name) and keeps it as
+``index.config``; its manifest stores it. Retrievers search those through
 :meth:`GraphIndexBase.searcher`: in memory, or in the ``vector_store=`` the
 index mirrors them into; both answer alike.
 
@@ -37,6 +40,7 @@ from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from .aio import OffLoopWrites
 from .compact_store import compact_storage_context
+from .config import MethodConfig
 from .defaults import resolve_embed_model
 from .graph import TypedGraph
 from .index_persist import DOCSTORE_FILE as DOCSTORE_FILE  # importable from here too
@@ -55,6 +59,8 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
 
     Args:
         nodes: Chunk nodes to index (``from_documents`` makes them from documents).
+        config: The method's settings: a preset name (``"default"``, the measured
+            setting, when omitted; ``"paper"``: the paper's) or a config object.
         embed_model: Embedder; falls back to ``Settings`` then the embedded MiniLM.
         llm: LLM for LLM-backed steps and ``as_query_engine``; without one the
             suite's rule picks it once (``Settings.llm``, the environment, the
@@ -70,19 +76,21 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         vector_namespace: Prefix of this index's table names in the store (default:
             the index kind); give two indexes sharing one collection distinct ones.
         show_progress: Show progress bars while building.
-        **config: The subclass's own settings (validated by :meth:`_configure`).
+        **options: Config fields by name (over ``config``), and the subclass's own
+            component objects (taken by :meth:`_configure`).
     """
 
     #: Manifest kind; each subclass sets its own.
     index_kind: ClassVar[str] = "graph-index"
     #: Format version written by this release; bump when the files change.
-    format_version: ClassVar[int] = 1
-    #: Settings added since, with the value an index persisted without them was built with.
-    config_before: ClassVar[dict[str, Any]] = {}
+    format_version: ClassVar[int] = 2
+    #: The method's settings (each subclass sets its own).
+    config_class: ClassVar[type[MethodConfig]] = MethodConfig
 
     def __init__(
         self,
         nodes: Sequence[BaseNode] | None = None,
+        config: str | MethodConfig | None = None,
         *,
         embed_model: BaseEmbedding | None = None,
         llm: LLM | None = None,
@@ -94,8 +102,12 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         index_struct: IndexList | None = None,
         transformations: list[TransformComponent] | None = None,
         llm_steps: LLMSteps | None = None,
-        **config: Any,
+        **options: Any,
     ) -> None:
+        fields = self.config_class.field_sections()
+        overrides = {k: options.pop(k) for k in list(options) if k in fields}
+        #: The method's settings (a frozen :class:`~.config.MethodConfig`).
+        self.config = self.config_class.resolve(config, **overrides)
         self._embed_model = resolve_embed_model(embed_model)
         self._llm_arg = llm
         self._llm_choice: LLMChoice | None = None
@@ -107,7 +119,7 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
             if vector_store is not None
             else None
         )
-        self._configure(**config)
+        self._configure(**options)
         if storage_context is None:
             storage_context = compact_storage_context()
         super().__init__(
@@ -121,14 +133,19 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
 
     # ------------------------------------------------------------------ hooks
 
-    def _configure(self, **config: Any) -> None:
-        """Take the subclass's settings before anything is built (reject unknown ones)."""
-        if config:
-            raise TypeError(f"{type(self).__name__} got unknown settings: {sorted(config)}")
+    def _configure(self, **options: Any) -> None:
+        """Set up from :attr:`config` before anything is built; take the subclass's own
+        component objects (reject anything else)."""
+        if options:
+            settings = ", ".join(sorted(self.config_class.field_sections()))
+            raise TypeError(
+                f"{type(self).__name__} got unknown settings {sorted(options)}; "
+                f"its settings: {settings}"
+            )
 
-    def config(self) -> dict[str, Any]:
-        """The settings to store with a persisted index and pass back on load."""
-        return {}
+    def stats(self) -> dict[str, Any]:
+        """Sizes and counts for reports and ``graphrag-ext info`` (subclasses add theirs)."""
+        return {"chunks": len(self)}
 
     @abstractmethod
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:

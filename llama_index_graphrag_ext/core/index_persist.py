@@ -64,7 +64,8 @@ class PersistedIndex:
                 tmp,
                 self.index_kind,
                 self.format_version,
-                config=self.config(),
+                config=self.config.model_dump(mode="json"),
+                config_origin=self.config.origin,
                 chunk_ids=self.chunk_ids(),
                 index_class=f"{type(self).__module__}.{type(self).__qualname__}",
                 llm_steps=self.llm_steps.to_dict(),
@@ -111,8 +112,8 @@ class PersistedIndex:
         DuckDB, Redis, MongoDB, Postgres, ...) instead of a fresh in-memory one;
         chunks it lacks are copied into it from the folder.
 
-        ``settings`` are the method's own, over those stored with the index
-        (e.g. FG-RAG's ``property_graph_store``).
+        ``settings`` are the method's own component objects (e.g. FG-RAG's
+        ``property_graph_store``); the config is the one stored with the index.
         """
         folder = Path(persist_dir)
         manifest = read_manifest(folder, cls.index_kind, cls.format_version)
@@ -146,7 +147,8 @@ class PersistedIndex:
             callback_manager=callback_manager,
             vector_store=vector_store,
             vector_namespace=vector_namespace,
-            **{**cls.config_before, **manifest.get("config", {}), **settings},
+            config=_stored_config(cls, manifest),
+            **settings,
         )
         with index._lock:
             if (folder / GRAPH_FILE).is_file():
@@ -155,3 +157,9 @@ class PersistedIndex:
             index.llm_steps.load(manifest.get("llm_steps"))
             index._attach_store()
         return index
+
+
+def _stored_config(cls: Any, manifest: dict[str, Any]) -> Any:
+    config = cls.config_class.model_validate(manifest.get("config") or {})
+    config._origin = manifest.get("config_origin") or ""
+    return config

@@ -2,7 +2,7 @@
 
 Layout of ``DIR``::
 
-    DIR/index/collection.json   method, options, chunking, embedder, LLM, files (path ->
+    DIR/index/collection.json   method, options, config, chunking, embedder, LLM, files (path ->
                                  hash, chunks, pages), skipped files, LLM usage, history
     DIR/index/method/           the method's own persisted index (its manifest.json inside)
     DIR/llm-cache/*.sqlite      LLM response caches (kept across runs: an interrupted
@@ -23,7 +23,7 @@ from ..core.persist import MANIFEST, atomic_dir, read_json, recover, write_json
 from .errors import UserError
 
 #: Version of ``collection.json``; bump when the layout changes.
-COLLECTION_FORMAT = 1
+COLLECTION_FORMAT = 2
 COLLECTION_FILE = "collection.json"
 INDEX_DIR = "index"
 METHOD_DIR = "method"
@@ -36,6 +36,7 @@ class Collection:
 
     method: str
     options: dict[str, str]
+    config: dict[str, Any]
     chunking: dict[str, Any]
     embed_model: str
     llm: dict[str, Any]

@@ -177,7 +177,8 @@ def run_index(req: IndexRequest, say=print) -> int:
         index = methods.build(method, nodes, embed_model, llm, cache_dir(folder), req.show_progress)
     collection = Collection(
         method=method.name,
-        options=dict(method.options),
+        options=dict(req.options),
+        config=method.config.describe(),
         chunking={
             "chunk_size": size,
             "chunk_overlap": overlap,
@@ -236,9 +237,7 @@ def _update(req: IndexRequest, say) -> int:
     embed_model = make_embedder(collection.embed_model)
     llm, _ = resolve_llm_for(method, req.llm, say)
     started = time.perf_counter()
-    index = methods.load(
-        method, index_dir(folder) / METHOD_DIR, embed_model, llm, cache_dir(folder)
-    )
+    index = methods.load(method, index_dir(folder) / METHOD_DIR, embed_model, llm)
     docs = [r.document() for r in added + changed]
     with llm_progress(req.show_progress and llm is not None) as meter:
         for path in removed + [r.path for r in changed]:
@@ -266,7 +265,7 @@ def _finish(collection, index, method, meter, folder: Path, started: float, what
         fallbacks = [r for r in steps.records() if getattr(r, "fallbacks", 0)]
         for record in fallbacks:
             say(f"warning: {record.step}: {record.fallbacks} fallback(s) to the LLM-free stand-in")
-    collection.sizes = methods.sizes(method, index)
+    collection.sizes = methods.sizes(index)
     collection.history.append(
         {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

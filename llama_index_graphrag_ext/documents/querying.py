@@ -11,7 +11,7 @@ from llama_index.core.schema import NodeWithScore
 
 from ..core.llm import choose_llm, describe_llm
 from . import methods
-from .collection import METHOD_DIR, Collection, cache_dir, index_dir, read_collection
+from .collection import METHOD_DIR, Collection, index_dir, read_collection
 from .errors import UserError
 from .indexing import make_embedder
 from .reading import page_of
@@ -28,7 +28,7 @@ def _open(folder: str, llm: Any):
     from ..core.persist import IndexFormatError
 
     try:
-        index = methods.load(method, path, embed_model, llm, cache_dir(Path(folder)))
+        index = methods.load(method, path, embed_model, llm)
     except IndexFormatError as exc:
         raise UserError(f"{folder}: {exc}") from exc
     return collection, method, embed_model, index
@@ -80,12 +80,10 @@ def run_query(
         if llm is None:
             note = "no answer: no LLM is configured (--llm none); showing the retrieved passages"
     collection, method, embed_model, index = _open(folder, llm)
-    retriever = methods.retriever(method, index, embed_model, top_k, llm)
+    retriever = index.as_retriever(similarity_top_k=top_k)
     text = None
     if llm is not None:
-        engine = methods.query_engine(
-            method, index, retriever, llm, cache_dir(Path(folder)), stream
-        )
+        engine = index.as_query_engine(llm=llm, streaming=stream, similarity_top_k=top_k)
         response = engine.query(question)
         # An engine that answers from summaries (FG-RAG's) may cite no chunk: show the retriever's.
         results = list(response.source_nodes) or retriever.retrieve(question)
@@ -158,7 +156,9 @@ def run_info(folder: str, as_json: bool = False, say=print) -> int:
     c = collection
     say(f"index:      {Path(folder).resolve()}")
     say(f"method:     {c.method}")
-    say(f"options:    {json.dumps(c.options) if c.options else '(defaults)'}")
+    say(f"config:     {c.config.get('config')}")
+    settings = c.config.get("settings") or {}
+    say(f"settings:   {json.dumps(settings)}")
     chunking = c.chunking
     say(
         f"chunking:   {chunking['chunk_size']}/{chunking['chunk_overlap']} tokens "

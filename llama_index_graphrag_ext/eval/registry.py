@@ -1,59 +1,45 @@
-"""The one registry of benchmarkable methods.
+"""How a run's method names become built systems, through the methods' specs.
 
-Each method's adapter in :mod:`llama_index_graphrag_ext.eval.methods` registers its
-names here (``register_method``); the runner,
-the demo and the CLI look them up. A name can be a pattern with named groups,
-such as ``cue-(?P<alpha>[0-9.]+)``, whose values reach the builder as options.
+A name is ``NAME[:PRESET][/FIELD=VALUE...]`` (:mod:`..core.spec`), or a fusion
+of such names (:mod:`.fusion`). Every method is built the same way: its
+passages become one chunk each (or its own node parser's chunks), its index is
+built with the config the name selects, and its retriever reads the run's
+top-k. Nothing here knows one method from another.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.ingestion import run_transformations
 from llama_index.core.llms import LLM
 from llama_index.core.schema import Document, NodeWithScore
 
-from ..core.nodes import dedupe_by_source
+from ..core.config import ConfigError, MethodConfig
+from ..core.nodes import PassageParser, dedupe_by_source, prepare_documents
+from ..core.spec import MethodSpec, make_config, parse_method_name, with_cache
+from ..specs import SPECS, get_spec
 
 logger = logging.getLogger(__name__)
-
-_PACKAGE = __name__.split(".")[0]
-
-Tier = Literal["llm-free", "embedded-llm", "llm"]
-
-#: Modules that register the built-in methods; imported on first lookup. A module
-#: whose method package is not part of this install is skipped.
-BUILTIN_MODULES = (
-    "llama_index_graphrag_ext.eval.methods.baselines",
-    "llama_index_graphrag_ext.eval.methods.qcg",
-    "llama_index_graphrag_ext.eval.methods.cue",
-    "llama_index_graphrag_ext.eval.methods.chainrag",
-    "llama_index_graphrag_ext.eval.methods.fgrag",
-    "llama_index_graphrag_ext.eval.methods.lprag",
-    "llama_index_graphrag_ext.eval.methods.compose",
-)
 
 
 @dataclass
 class BenchContext:
-    """What a method builder gets besides the documents.
+    """What building a method gets besides the documents.
 
     Attributes:
         embed_model: The shared embedder (loaded once per run).
         llm_factory: Builds the configured LLM on first use, so LLM-free methods
             never load one.
         top_k: How many passages the runner reads per question.
-        options: ``--set key=value`` pairs and a pattern name's groups.
+        options: ``--set FIELD=VALUE`` pairs (each method takes the fields it has).
         cache_dir: Where methods keep their LLM response caches.
         show_progress: Show progress bars while indexing.
     """
@@ -74,38 +60,25 @@ class BenchContext:
             self._llm_made = True
         return self._llm
 
-    def option(self, name: str, default: Any, cast: Callable[[str], Any] | None = None) -> Any:
-        """An option's value converted like ``default`` (or by ``cast``)."""
-        if name not in self.options:
-            return default
-        raw = self.options[name]
-        if cast is None:
-            cast = (
-                (lambda s: s.lower() in ("1", "true", "yes"))
-                if isinstance(default, bool)
-                else type(default)
-            )
-        return cast(raw)
-
 
 @dataclass
 class BenchSystem:
     """A built method, as the runner drives it.
 
     Attributes:
-        retriever: Ranks chunks for a question (required).
-        answerer: Optional callable ``question -> (answer text, ranked passage ids)``
-            for methods that answer by themselves (query engines).
-        info: Free-form facts for the report (sample sizes, settings, ...).
-        steps: The step ledgers (``LLMSteps``) of the method's LLM-using
-            components: which LLM and tier each step used and its fallbacks. The
-            runner reports them and fails a method whose full tier fell back too often.
+        retriever: Ranks chunks for a question.
+        answerer: Optional ``question -> (answer text, ranked passage ids)`` for
+            methods that answer with their own engine.
+        info: Facts for the report (config, sizes, counts).
+        steps: The step ledgers (``LLMSteps``) of the method's LLM-using parts.
+        index: The built index (``None`` for a fusion).
     """
 
     retriever: BaseRetriever
     answerer: Callable[[str], tuple[str, list[str]]] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     steps: list[Any] = field(default_factory=list)
+    index: Any = None
 
     def retrieve(self, question: str) -> tuple[list[str], list[NodeWithScore]]:
         """Ranked passage ids (first occurrence of each source) and the raw results."""
@@ -114,118 +87,94 @@ class BenchSystem:
 
 
 @dataclass(frozen=True)
-class MethodSpec:
-    """A registered method.
-
-    Attributes:
-        name: The name, or a regular expression with named groups.
-        tier: ``llm-free``, ``embedded-llm`` or ``llm`` (the configured provider).
-        build: ``(documents, context) -> BenchSystem``.
-        description: One line for ``graphrag-ext bench --list``.
-    """
+class Resolved:
+    """A method name checked against the specs: what it builds and in which tier."""
 
     name: str
-    tier: Tier
-    build: Callable[[Sequence[Document], BenchContext], BenchSystem]
-    description: str = ""
-
-    @property
-    def is_pattern(self) -> bool:
-        """True when the name is a pattern with groups."""
-        return "(?P<" in self.name
+    tier: str
+    spec: MethodSpec | None = None
+    config: MethodConfig | None = None
 
 
-class MethodRegistry:
-    """Name → :class:`MethodSpec`."""
+def resolve(name: str, options: Mapping[str, Any] | None = None) -> Resolved:
+    """Check ``name`` (and ``--set`` options) without building anything.
 
-    def __init__(self, modules: Sequence[str] = BUILTIN_MODULES) -> None:
-        self._specs: dict[str, MethodSpec] = {}
-        self._modules = list(modules)
-        self._loaded = False
+    Raises:
+        ConfigError: An unknown method, preset or field, or a value it refuses.
+    """
+    from .fusion import fusion_tier, is_fusion
 
-    def register(self, spec: MethodSpec) -> MethodSpec:
-        """Add a method; a name can be registered once."""
-        if spec.name in self._specs and self._specs[spec.name] is not spec:
-            raise ValueError(f"method {spec.name!r} is already registered")
-        self._specs[spec.name] = spec
-        return spec
+    if is_fusion(name):
+        return Resolved(name, fusion_tier(name, options))
+    parsed = parse_method_name(name)
+    spec = get_spec(parsed.method)
+    config = make_config(spec, parsed, options, strict_options=False)
+    return Resolved(name, spec.tier(config), spec, config)
 
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        for module in self._modules:
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except ModuleNotFoundError:  # the method's package itself is absent
-                found = False
-            if not found:
-                logger.debug("method module %s is not installed; skipped", module)
-                continue
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:  # the adapter's method package is absent
-                if not (exc.name or "").startswith(_PACKAGE + "."):
-                    raise
-                logger.debug("method package %s is not installed; %s skipped", exc.name, module)
 
-    def resolve(self, name: str) -> tuple[MethodSpec, dict[str, str]]:
-        """The spec for ``name`` and the options its pattern captured.
+def check_options(names: Sequence[str], options: Mapping[str, Any]) -> None:
+    """Every ``--set`` field belongs to at least one method of the run (typos fail fast)."""
+    from .fusion import FUSION_OPTIONS, is_fusion, part_names
 
-        Raises:
-            KeyError: No such method (the message lists the known ones).
-        """
-        self._load()
-        if name in self._specs:
-            return self._specs[name], {}
-        for spec in self._specs.values():
-            if spec.is_pattern:
-                match = re.fullmatch(spec.name, name)
-                if match:
-                    return spec, {k: v for k, v in match.groupdict().items() if v is not None}
-        known = ", ".join(readable_name(n) for n in self._specs)
-        raise KeyError(
-            f"unknown method {name!r}; known: {known} (`graphrag-ext bench --list` "
-            "shows the options of each family)"
+    specs: list[MethodSpec] = []
+    fusions = False
+    for name in names:
+        if is_fusion(name):
+            fusions = True
+            specs += [get_spec(parse_method_name(p).method) for p in part_names(name)]
+        else:
+            specs.append(get_spec(parse_method_name(name).method))
+    known = {f for spec in specs for f in spec.config.field_sections()}
+    if fusions:
+        known |= set(FUSION_OPTIONS)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(
+            f"--set {', '.join(unknown)}: no method of this run has such a setting "
+            "(`graphrag-ext bench --list` shows each method's settings)"
         )
 
-    def names(self) -> list[str]:
-        """Registered names (patterns as written)."""
-        self._load()
-        return list(self._specs)
 
-    def specs(self) -> list[MethodSpec]:
-        """Registered specs."""
-        self._load()
-        return list(self._specs.values())
+def build_system(name: str, documents: Sequence[Document], ctx: BenchContext) -> BenchSystem:
+    """Build the method (or fusion) ``name`` over ``documents``."""
+    from .fusion import build_fusion, is_fusion
 
-
-def readable_name(pattern: str) -> str:
-    """A registered name as a user types it: optional parts dropped, required
-    groups shown as ``<name>`` (``cue-(?P<alpha>[0-9.]+)...`` -> ``cue-<alpha>``)."""
-    text = pattern
-    while True:  # innermost groups first, until none is left
-        new = re.sub(r"\((?:\?:|\?P<\w+>)?[^()]*\)[?*]", "", text)  # optional: dropped
-        new = re.sub(r"\(\?P<\w+>\)", "", new)  # emptied by the line above
-        new = re.sub(r"\(\?P<(\w+)>[^()]*\)(?![?*])", r"<\1>", new)  # required: its name
-        new = re.sub(r"\(\?:([^()]*)\)(?![?*])", r"\1", new)  # required, unnamed: its text
-        if new == text:
-            return text.replace("\\.", ".")
-        text = new
+    if is_fusion(name):
+        return build_fusion(name, documents, ctx)
+    resolved = resolve(name, ctx.options)
+    return build_spec_system(resolved.spec, resolved.config, documents, ctx)
 
 
-#: The process-wide registry the runner, demo and CLI use.
-REGISTRY = MethodRegistry()
-
-
-def register_method(name: str, tier: Tier, description: str = ""):
-    """Decorator: register ``build(documents, context) -> BenchSystem`` under ``name``."""
-
-    def decorator(build: Callable[[Sequence[Document], BenchContext], BenchSystem]):
-        REGISTRY.register(MethodSpec(name=name, tier=tier, build=build, description=description))
-        return build
-
-    return decorator
+def build_spec_system(
+    spec: MethodSpec, config: MethodConfig, documents: Sequence[Document], ctx: BenchContext
+) -> BenchSystem:
+    """Index ``documents`` (one chunk per passage) with ``config`` and make its retriever."""
+    own_engine = spec.own_engine(config)
+    llm = ctx.llm() if config.uses_llm or own_engine else None
+    config = with_cache(config, ctx.cache_dir, spec.name)
+    parser = spec.node_parser(config, llm) if spec.node_parser is not None else None
+    docs, _ = prepare_documents(documents)
+    nodes = run_transformations(docs, [parser or PassageParser()], show_progress=ctx.show_progress)
+    index = spec.build(
+        nodes, config, embed_model=ctx.embed_model, llm=llm, show_progress=ctx.show_progress
+    )
+    retriever = index.as_retriever(similarity_top_k=ctx.top_k)
+    steps = [getattr(part, "llm_steps", None) for part in (index, retriever)]
+    answerer = None
+    if own_engine and llm is not None:
+        engine = index.as_query_engine(llm=llm)
+        answerer = query_engine_answerer(engine)
+        steps.append(getattr(engine, "llm_steps", None))
+    info = {"config": config.origin, **index.stats()}
+    if parser is not None:
+        info["chunker"] = type(parser).__name__
+    return BenchSystem(
+        retriever=retriever,
+        answerer=answerer,
+        info=info,
+        steps=[s for s in steps if s is not None],
+        index=index,
+    )
 
 
 def query_engine_answerer(engine: BaseQueryEngine) -> Callable[[str], tuple[str, list[str]]]:
@@ -236,3 +185,28 @@ def query_engine_answerer(engine: BaseQueryEngine) -> Callable[[str], tuple[str,
         return str(response), dedupe_by_source(response.source_nodes)
 
     return answer
+
+
+def describe_methods() -> str:
+    """``graphrag-ext bench --list``: each method, its presets and its settings, as typed."""
+    from .fusion import FUSION_HELP
+
+    lines = [
+        "Name a method as NAME[:PRESET][/FIELD=VALUE...]; --set FIELD=VALUE sets a field "
+        "for every method of a run that has it.",
+        "",
+    ]
+    for spec in SPECS.values():
+        default = spec.config.resolve()
+        lines.append(f"{spec.name}  ({spec.tier(default)})  {spec.summary}")
+        for preset, info in spec.config.presets.items():
+            mark = " (the default)" if preset == spec.config.default_preset else ""
+            tier = spec.tier(spec.config.preset(preset))
+            lines.append(f"  {spec.name}:{preset}  [{tier}]{mark}  {info.doc}")
+        for section, model in spec.config.sections().items():
+            values = getattr(default, section)
+            fields = ", ".join(f"{k}={getattr(values, k)!r}" for k in model.model_fields)
+            lines.append(f"  settings, {section}: {fields}")
+        lines.append("")
+    lines.append(FUSION_HELP)
+    return "\n".join(lines)

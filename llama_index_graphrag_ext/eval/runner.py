@@ -43,7 +43,7 @@ from .metrics import (
     recall_at_k,
     token_f1,
 )
-from .registry import REGISTRY, BenchContext, BenchSystem, MethodRegistry
+from .registry import BenchContext, BenchSystem, build_system, check_options, resolve
 from .table import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, REFERENCE
 
 logger = logging.getLogger(__name__)
@@ -196,8 +196,12 @@ def evaluate_method(
         row.update(em=round(float(em), 4), f1=round(float(f1), 4), acc=round(float(acc), 4))
     row["peak_rss_mb"] = round(rss.peak_mb, 1)
     row["per_question"] = outcomes
-    if system.info:
-        row["info"] = system.info
+    info = dict(system.info)
+    stats = getattr(system.retriever, "stats", None)  # counted while the questions ran
+    if isinstance(stats, dict) and stats:
+        info["retriever_stats"] = dict(stats)
+    if info:
+        row["info"] = info
     records = [r for ledger in system.steps for r in ledger.records()]
     if records:
         # The tier the method's LLM steps really ran in (an LLM step that could
@@ -247,7 +251,6 @@ def phase_usage(server: Any, before: tuple[int, int, int]) -> dict[str, int]:
 
 def run_benchmark(
     config: RunConfig,
-    registry: MethodRegistry = REGISTRY,
     *,
     llm: LLM | None = None,
     server: Any = None,
@@ -267,7 +270,9 @@ def run_benchmark(
         bench = bench.without_titles()
     if config.join_passages:
         bench = bench.joined(config.join_passages)
-    specs = [(name, *registry.resolve(name)) for name in config.methods]  # fail fast on typos
+    # Every name, preset, field and value is checked before anything is built.
+    check_options(config.methods, config.options)
+    tiers = {name: resolve(name, config.options).tier for name in config.methods}
 
     load_start = time.perf_counter()
     base_embed = resolve_embed_model()
@@ -320,26 +325,26 @@ def run_benchmark(
         floor = embedding_floor_seconds(base_embed, documents)
         if floor is not None:
             report["run"]["embed_floor_seconds"] = round(floor, 3)
-    for name, spec, captured in specs:
-        logger.info("method %s (%s)", name, spec.tier)
+    for name, tier in tiers.items():
+        logger.info("method %s (%s)", name, tier)
         ctx = BenchContext(
             embed_model=embed_model,
-            llm_factory=llm_factory if spec.tier != "llm-free" or config.answer else (lambda: None),
+            llm_factory=llm_factory if tier != "llm-free" or config.answer else (lambda: None),
             top_k=max(config.top_k, max(RECALL_KS)),
-            options={**config.options, **captured},
+            options=dict(config.options),
             cache_dir=Path(config.cache_dir) if config.cache_dir else None,
             show_progress=config.show_progress,
         )
-        llm = ctx.llm() if (spec.tier != "llm-free" or config.answer) else None
+        llm = ctx.llm() if (tier != "llm-free" or config.answer) else None
         answer_fn = _answer_with_synthesis(llm) if (config.answer and llm is not None) else None
         try:
             with count_llm_calls() as usage:
                 row = evaluate_method(
                     name,
-                    lambda spec=spec, ctx=ctx: spec.build(documents, ctx),
+                    lambda name=name, ctx=ctx: build_system(name, documents, ctx),
                     bench.questions,
                     usage,
-                    tier=spec.tier,
+                    tier=tier,
                     answer_fn=answer_fn,
                     show_progress=config.show_progress,
                     server=server,
@@ -349,7 +354,7 @@ def run_benchmark(
             judge_fallbacks(row, config.allow_fallback)
         except Exception as exc:  # one broken method must not lose the others' results
             logger.exception("method %s failed", name)
-            row = {"tier": spec.tier, "error": f"{type(exc).__name__}: {exc}"}
+            row = {"tier": tier, "error": f"{type(exc).__name__}: {exc}"}
         floor = report["run"].get("embed_floor_seconds")
         if floor and "index_seconds" in row:
             row["index_vs_embed"] = round(row["index_seconds"] / floor, 3)

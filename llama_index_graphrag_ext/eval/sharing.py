@@ -25,7 +25,7 @@ from ..compose.sharing import SharedResources
 from ..core.defaults import resolve_embed_model
 from ..core.text import load_spacy
 from .data import load_benchmark
-from .registry import REGISTRY, BenchContext
+from .registry import BenchContext, build_system, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -65,17 +65,16 @@ def measure_sharing(
     base = resolve_embed_model(embed_model)
     base.get_text_embedding("warm-up")
     load_spacy()
-    specs = [(name, *REGISTRY.resolve(name)) for name in methods]
+    for name in methods:  # fail fast on typos
+        resolve(name, options)
 
     def build_all(embed: BaseEmbedding) -> tuple[dict[str, float], dict[str, float]]:
         wall: dict[str, float] = {}
         cpu: dict[str, float] = {}
-        for name, spec, captured in specs:
-            ctx = BenchContext(
-                embed_model=embed, top_k=top_k, options={**(options or {}), **captured}
-            )
+        for name in methods:
+            ctx = BenchContext(embed_model=embed, top_k=top_k, options=dict(options or {}))
             start, start_cpu = time.perf_counter(), time.process_time()
-            spec.build(documents, ctx)
+            build_system(name, documents, ctx)
             wall[name] = round(time.perf_counter() - start, 2)
             cpu[name] = round(time.process_time() - start_cpu, 2)
             logger.info("built %s in %.1f s (%.1f CPU s)", name, wall[name], cpu[name])

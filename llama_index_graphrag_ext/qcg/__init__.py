@@ -6,38 +6,39 @@
 | :mod:`.doc2query` | §3.3 step 1: extended Doc2Query (LLM question-answer pairs) |
 | :mod:`.filtering` | §3.3 step 2: extended Doc2Query-- (top ``alpha`` by cosine to the chunk) |
 | :mod:`.sentence_nodes` | §4.2, Fig. 4: sentence nodes, the LLM-free tier |
-| :mod:`.generator` | the four above under their former module name (re-exports) |
 | :mod:`.parsing` | tolerant parsing of generated pairs |
 | :mod:`.graph` | §3.3 step 3: the query layer with its kNN edges (E_intra) and chunk links (E_inter) |
-| :mod:`.index` | the index: presets, insert / delete / persist |
+| :mod:`.config` | every setting, with the paper's symbols; the presets (``paper``, ``default``, ...) |
+| :mod:`.index` | the index: insert / delete / persist |
+| :mod:`.spec` | the method as the runner and the CLI know it |
 | :mod:`.retriever` | §3.4 steps 1-3: threshold + cap, h-hop expansion, chunk scoring |
 | :mod:`.prompts` | the generation and answer prompts |
 """
 
+from .config import QCGConfig
 from .doc2query import Doc2QueryGenerator
 from .filtering import doc2query_minus
 from .graph import QueryLayer
-from .index import PRESETS, QueryCentricGraphIndex
+from .index import QueryCentricGraphIndex
 from .parsing import parse_pairs
 from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, QCG_ANSWER_PROMPT
 from .query_nodes import QUERY_NODES_KEY, GeneratedNodes, QueryNodeGenerator, QueryPair, node_text
-from .retriever import QCGRetriever, RetrievalParams
+from .retriever import QCGRetriever
 from .sentence_nodes import SentenceQueryGenerator
 
 __all__ = [
     "DOC2QUERY_LINES_PROMPT",
     "DOC2QUERY_PROMPT",
-    "PRESETS",
     "QCG_ANSWER_PROMPT",
     "QUERY_NODES_KEY",
     "Doc2QueryGenerator",
+    "QCGConfig",
     "GeneratedNodes",
     "QCGRetriever",
     "QueryCentricGraphIndex",
     "QueryLayer",
     "QueryNodeGenerator",
     "QueryPair",
-    "RetrievalParams",
     "SentenceQueryGenerator",
     "doc2query_minus",
     "node_text",

@@ -27,112 +27,38 @@ from ..core.embeddings import embed_texts, normalize_rows
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
-from ..core.windows import embed_with_windows, windows_missing
+from ..core.windows import embed_with_windows
+from .config import QCGConfig
 from .doc2query import STEP, Doc2QueryGenerator
 from .graph import QueryLayer, window_arrays, windows_from_arrays
 from .prompts import QCG_ANSWER_PROMPT
 from .query_nodes import QUERY_NODES_KEY, GeneratedNodes, QueryNodeGenerator, QueryPair
-from .retriever import QCGRetriever, RetrievalParams
+from .retriever import QCGRetriever
 from .sentence_nodes import SentenceQueryGenerator
 
 logger = logging.getLogger(__name__)
 
-#: The paper's two settings (§4.1, App. B) and our two measured LLM-free presets.
-#: ``k``: kNN degree; ``max_query_nodes``: n; ``gamma``: γ; ``hops``: h.
-PRESETS: dict[str, dict[str, Any]] = {
-    "multihop-rag": {
-        "generator": "doc2query",
-        "num_pairs": 20,
-        "alpha": 0.8,
-        "k": 3,
-        "hops": 1,
-        "max_query_nodes": 15,
-        "gamma": 1.0,
-        "similarity_top_k": 5,
-        "exclude_same_chunk": False,
-        "chunk_weight": 0.0,
-        "fill": False,
-        "chunk_vectors": "embed",
-        "long_chunks": "pooled",
-    },
-    "lihuaworld": {
-        "generator": "doc2query",
-        "num_pairs": 20,
-        "alpha": 0.8,
-        "k": 2,
-        "hops": 1,
-        "max_query_nodes": 10,
-        "gamma": 1.5,
-        "similarity_top_k": 5,
-        "exclude_same_chunk": False,
-        "chunk_weight": 0.0,
-        "fill": False,
-        "chunk_vectors": "embed",
-        "long_chunks": "pooled",
-    },
-    # The LLM-free presets (sentence nodes; not the paper's settings): chosen by
-    # one sweep per dev set with MiniLM, each reported on the other set
-    # (docs/methods/qcg.md). ``sentences`` was chosen on 2wiki-101 and is the
-    # default; ``sentences-tuned-musique`` on musique-100. Both keep the kNN
-    # graph (h can be raised per query) but take h = 0: the hop lowered R@5 on
-    # both sets once the chunk's own cosine votes.
-    "sentences": {
-        "generator": "sentences",
-        "k": 3,
-        "hops": 0,
-        "max_query_nodes": 20,
-        "gamma": 1.0,
-        "similarity_top_k": 5,
-        "exclude_same_chunk": True,
-        "chunk_weight": 1.0,
-        "fill": True,
-        "chunk_vectors": "embed",
-        "long_chunks": "best-window",
-    },
-    "sentences-tuned-musique": {
-        "generator": "sentences",
-        "k": 3,
-        "hops": 0,
-        "max_query_nodes": 30,
-        "gamma": 1.0,
-        "similarity_top_k": 5,
-        "exclude_same_chunk": True,
-        "chunk_weight": 1.0,
-        "fill": True,
-        "chunk_vectors": "embed",
-        "long_chunks": "best-window",
-    },
-}
-
-_GENERATORS = {"doc2query": Doc2QueryGenerator, "sentences": SentenceQueryGenerator}
-_RETRIEVAL_KEYS = (
-    "similarity_top_k",
-    "max_query_nodes",
-    "gamma",
-    "epsilon",
-    "hops",
-    "aggregator",
-    "chunk_weight",
-    "fill",
-    "long_chunks",
-)
-_CHUNK_VECTORS = ("embed", "pooled")
 _LAYER_FILE = "qcg_layer.npz"
 _NODES_FILE = "qcg_nodes.json"
 
 
-def _generator_from(spec: Any, settings: dict[str, Any]) -> QueryNodeGenerator:
-    if isinstance(spec, QueryNodeGenerator):
-        return spec
-    if isinstance(spec, dict):
-        spec = dict(spec)
-        kind = spec.pop("type")
-        return _GENERATORS[kind](**spec)
-    if spec not in _GENERATORS:
-        raise ValueError(f"generator must be one of {sorted(_GENERATORS)} or a generator object")
-    cls = _GENERATORS[spec]
-    fields = {k: v for k, v in settings.items() if k in cls.model_fields}
-    return cls(**fields)
+def make_generator(config: QCGConfig) -> QueryNodeGenerator:
+    """The query-node generator a config describes (Doc2Query with the LLM, or sentences)."""
+    graph = config.graph
+    if graph.generator == "sentences":
+        return SentenceQueryGenerator(
+            title_prefix=graph.title_prefix,
+            splitter=graph.splitter,
+            min_chars=graph.min_chars,
+            alpha=graph.sentence_alpha,
+            vectors=graph.sentence_vectors,
+        )
+    return Doc2QueryGenerator(
+        num_pairs=graph.M,
+        alpha=graph.alpha,
+        output_format=graph.output_format,
+        **config.llm.llm_settings(),
+    )
 
 
 class QueryCentricGraphIndex(GraphIndexBase):
@@ -146,123 +72,46 @@ class QueryCentricGraphIndex(GraphIndexBase):
 
     Args:
         nodes: Chunk nodes (``from_documents`` makes them).
-        preset: ``multihop-rag`` (default with an LLM), ``lihuaworld`` or
-            ``sentences`` (the LLM-free default); explicit settings override it.
-        generator: A :class:`~.query_nodes.QueryNodeGenerator`, or ``"doc2query"`` /
-            ``"sentences"``. Without one: Doc2Query when an LLM resolves, else
-            sentence nodes (logged).
-        num_pairs: ``M`` for Doc2Query (paper: 20).
-        alpha: Doc2Query-- fraction kept (paper: 0.8).
-        k: kNN degree of ``E_intra`` (paper: 3 / 2).
-        exclude_same_chunk: Keep a chunk's own query nodes out of each other's
-            kNN lists (not in the paper; off in the paper presets).
-        similarity_top_k: ``K`` chunks retrieved (paper: 5).
-        max_query_nodes: ``n`` (paper: 15 / 10).
-        gamma: ``γ`` on ``cos + ε`` (paper: 1.0 / 1.5).
-        epsilon: ``ε`` (paper: 1).
-        hops: ``h`` (paper: 1).
-        aggregator: Chunk score, ``mean`` (paper), ``max`` or ``sum``.
-        chunk_weight: Votes of the chunk's own cosine in its score (not in the
-            paper; 0 in the paper presets, 1 in ``sentences``).
-        fill: Fill up to ``K`` chunks by chunk cosine when the graph collects
-            fewer (not in the paper; off in the paper presets, on in ``sentences``).
-        chunk_vectors: ``embed`` (embed each chunk's text) or ``pooled`` (the
-            unit mean of its query nodes' vectors: no embedding call; not in the
-            paper). Used by ``chunk_weight`` and ``fill``; a Doc2Query-- filter
-            always embeds the chunk.
-        long_chunks: A chunk longer than the embedder's window gets, in
-            ``chunk_weight`` and ``fill``, its best window's cosine
-            (``best-window``; the ``sentences`` presets) or its pooled vector's
-            (``pooled``; the paper presets). Its windows are kept either way.
+        config: A :class:`~.config.QCGConfig` or preset name: ``default`` (LLM-free
+            sentence nodes, the measured setting), ``paper`` (the LLM's
+            question-answer pairs, MultiHop-RAG), ``paper-lihuaworld``, ``more-nodes``.
+        generator: A :class:`~.query_nodes.QueryNodeGenerator` object to use
+            instead of the one the config describes.
         **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
-            ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`).
+            ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`),
+            and config fields by name.
     """
 
     index_kind = "qcg"
-    format_version = 1
+    format_version = 2
+    config_class = QCGConfig
 
-    def _configure(
-        self,
-        *,
-        preset: str | None = None,
-        generator: QueryNodeGenerator | str | dict | None = None,
-        num_pairs: int | None = None,
-        alpha: float | None = None,
-        k: int | None = None,
-        exclude_same_chunk: bool | None = None,
-        similarity_top_k: int | None = None,
-        max_query_nodes: int | None = None,
-        gamma: float | None = None,
-        epsilon: float | None = None,
-        hops: int | None = None,
-        aggregator: str | None = None,
-        chunk_weight: float | None = None,
-        fill: bool | None = None,
-        chunk_vectors: str | None = None,
-        long_chunks: str | None = None,
-    ) -> None:
-        explicit = {
-            "num_pairs": num_pairs,
-            "alpha": alpha,
-            "k": k,
-            "similarity_top_k": similarity_top_k,
-            "max_query_nodes": max_query_nodes,
-            "gamma": gamma,
-            "epsilon": epsilon,
-            "hops": hops,
-            "aggregator": aggregator,
-            "chunk_weight": chunk_weight,
-            "exclude_same_chunk": exclude_same_chunk,
-            "fill": fill,
-            "chunk_vectors": chunk_vectors,
-            "long_chunks": long_chunks,
-        }
-        explicit = {key: v for key, v in explicit.items() if v is not None}
-        free_note = "generator='sentences' (the paper's Sentence Nodes ablation)"
-        if generator is None and preset is None:
-            # The suite's rule, once: an LLM (the embedded SmolLM2 included, which
-            # writes Doc2Query lines) gives the paper's pairs; none gives sentences.
-            generator = "doc2query" if self.llm is not None else "sentences"
-            if generator == "sentences":
-                free_note = "no LLM resolved (provider 'none')"
-                logger.info("QCG: no LLM (provider 'none'); LLM-free sentence query nodes")
-        if preset is None:
-            preset = "sentences" if _kind_of(generator) == "sentences" else "multihop-rag"
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
-        settings = {**PRESETS[preset], **explicit}
-        self.preset = preset
-        self.generator = _generator_from(generator or settings["generator"], settings)
+    def _configure(self, generator: QueryNodeGenerator | None = None) -> None:
+        if generator is not None:
+            kind = "sentences" if isinstance(generator, SentenceQueryGenerator) else "doc2query"
+            if kind != self.config.graph.generator:
+                self.config = self.config.updated(generator=kind)
+        self.generator = generator if generator is not None else make_generator(self.config)
         if isinstance(self.generator, Doc2QueryGenerator):
             index_choice = self.llm_choice if self.generator.llm is None else None
             self.generator.attach_steps(self.llm_steps, index_choice)
         else:
-            self.llm_steps.chose_llm_free(STEP, "sentence nodes", free_note)
+            self.llm_steps.chose_llm_free(
+                STEP, "sentence nodes", "generator='sentences' (the paper's Sentence Nodes)"
+            )
         self.generator.embed_model = self._embed_model
-        self.k = int(settings["k"])
-        if self.k <= 0:
-            raise ValueError("k (kNN degree) must be positive")
-        self.exclude_same_chunk = bool(settings.get("exclude_same_chunk", False))
-        self.chunk_vectors = str(settings.get("chunk_vectors", "embed"))
-        if self.chunk_vectors not in _CHUNK_VECTORS:
-            raise ValueError(f"chunk_vectors must be one of {_CHUNK_VECTORS}")
-        self.retrieval_params = RetrievalParams(
-            **{key: settings[key] for key in _RETRIEVAL_KEYS if key in settings}
-        )
-        self._layer = QueryLayer.empty(self.k, exclude_same_chunk=self.exclude_same_chunk)
+        graph = self.config.graph
+        self._layer = QueryLayer.empty(graph.k, exclude_same_chunk=graph.exclude_same_chunk)
         self._graph_cache: tuple[QueryLayer, TypedGraph] | None = None
         self.build_stats: Counter[str] = Counter()
 
-    def config(self) -> dict[str, Any]:
-        """Settings persisted in the manifest (the generator as its plain settings)."""
-        generator = {"type": _kind_of(self.generator), **self.generator.config()}
+    def stats(self) -> dict[str, Any]:
+        layer = self._layer
         return {
-            "preset": self.preset,
-            "generator": generator,
-            "k": self.k,
-            "exclude_same_chunk": self.exclude_same_chunk,
-            "chunk_vectors": self.chunk_vectors,
-            **{key: getattr(self.retrieval_params, key) for key in _RETRIEVAL_KEYS},
+            "chunks": len(self),
+            "query_nodes": len(layer),
+            "knn_edges": int((layer.knn >= 0).sum()),
+            **self.build_stats,
         }
 
     # ------------------------------------------------------------------ layer
@@ -283,7 +132,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
         cached = self._graph_cache
         if cached is not None and cached[0] is layer:
             return cached[1]
-        graph = TypedGraph(meta={"method": "qcg", "k": self.k})
+        graph = TypedGraph(meta={"method": "qcg", "k": self.config.graph.k})
         graph.add_nodes(list(layer.chunks), "chunk")
         ids = layer.ids
         graph.add_nodes(
@@ -357,7 +206,7 @@ class QueryCentricGraphIndex(GraphIndexBase):
         with_nodes = {p.chunk_id for p in pairs}
         # A chunk without query nodes is not in the layer: its vector is never used.
         missing = [n for n in nodes if n.node_id not in chunk_vectors and n.node_id in with_nodes]
-        if missing and self.chunk_vectors == "pooled":
+        if missing and self.config.graph.chunk_vectors == "pooled":
             chunk_vectors.update(_pooled(pairs, vectors, {n.node_id for n in missing}))
         elif missing:
             vecs, found = embed_with_windows(
@@ -427,19 +276,17 @@ class QueryCentricGraphIndex(GraphIndexBase):
             tuple(data["chunks"]),
             arrays["knn"].astype(np.int64),
             arrays["knn_sim"].astype(np.float32),
-            self.k,
-            self.exclude_same_chunk,
+            self.config.graph.k,
+            self.config.graph.exclude_same_chunk,
             arrays["chunk_matrix"].astype(np.float32),
             windows_from_arrays(arrays),
         )
         self.build_stats = Counter(data.get("build_stats", {}))
-        if "window_owner" not in arrays and len(self._layer.chunks):
-            windows_missing("QCG-RAG", folder, len(self._layer.chunks), self.build_stats)
 
     # --------------------------------------------------------------- engines
 
     def as_retriever(self, **kwargs: Any) -> QCGRetriever:
-        """A :class:`~.retriever.QCGRetriever`; keyword arguments override the index's knobs."""
+        """A :class:`~.retriever.QCGRetriever` with the index's config (``kwargs`` override it)."""
         return QCGRetriever(self, **kwargs)
 
     def as_query_engine(self, llm=None, **kwargs: Any):
@@ -465,11 +312,3 @@ def _pooled(
     sums = np.zeros((len(names), vectors.shape[1]), np.float64)
     np.add.at(sums, codes, vectors[rows])
     return dict(zip(names, normalize_rows(sums), strict=True))
-
-
-def _kind_of(generator: Any) -> str:
-    if isinstance(generator, SentenceQueryGenerator) or generator == "sentences":
-        return "sentences"
-    if isinstance(generator, dict):
-        return str(generator.get("type"))
-    return "doc2query"

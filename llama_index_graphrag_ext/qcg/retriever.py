@@ -35,8 +35,8 @@ import asyncio
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -48,65 +48,13 @@ from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
 from ..core.search import RowSearcher
-from ..core.windows import LONG_CHUNK_SCORES
+from .config import QCGConfig, QCGRetrieval
 from .graph import QueryLayer
 
 if TYPE_CHECKING:
     from .index import QueryCentricGraphIndex
 
 logger = logging.getLogger(__name__)
-
-Aggregator = Literal["mean", "max", "sum"]
-
-
-@dataclass(frozen=True)
-class RetrievalParams:
-    """The retrieval knobs (paper §3.4; defaults: the MultiHop-RAG setting).
-
-    Attributes:
-        similarity_top_k: ``K``, chunks returned.
-        max_query_nodes: ``n``, most query nodes taken in step 1.
-        gamma: ``γ``, threshold on ``cos + epsilon`` (range [0, 2]).
-        epsilon: ``ε``, added to the cosine (the paper: 1).
-        hops: ``h``, kNN expansion depth.
-        aggregator: Chunk score: ``mean`` (paper), or ``max`` / ``sum`` (not in the paper).
-        chunk_weight: ``w`` (not in the paper; 0 = off): the chunk's own cosine to
-            the question joins its score as ``w`` extra votes, so with ``mean`` a
-            chunk in ``C*`` scores ``(Σ_q cos(q_u, q) + w·cos(q_u, c)) / (|Q_c| + w)``.
-            Only chunks the graph collected are scored; it re-ranks, never adds.
-        fill: When step 3 collected fewer than ``K`` chunks, fill the rest with
-            the uncollected chunks of highest cosine to the question, ranked
-            after the collected ones (not in the paper; False = paper).
-        long_chunks: The own cosine (``chunk_weight``, ``fill``) of a chunk longer
-            than the embedder's window: its best window's (``"best-window"``) or
-            its pooled vector's (``"pooled"``); see :mod:`..core.windows`.
-    """
-
-    similarity_top_k: int = 5
-    max_query_nodes: int = 15
-    gamma: float = 1.0
-    epsilon: float = 1.0
-    hops: int = 1
-    aggregator: Aggregator = "mean"
-    chunk_weight: float = 0.0
-    fill: bool = False
-    long_chunks: str = "best-window"
-
-    def __post_init__(self) -> None:
-        if self.similarity_top_k <= 0:
-            raise ValueError("similarity_top_k (K) must be positive")
-        if self.max_query_nodes <= 0:
-            raise ValueError("max_query_nodes (n) must be positive")
-        if self.hops < 0:
-            raise ValueError("hops (h) must be >= 0")
-        if self.aggregator not in ("mean", "max", "sum"):
-            raise ValueError(f"aggregator must be mean, max or sum, not {self.aggregator!r}")
-        if self.chunk_weight < 0:
-            raise ValueError("chunk_weight must be >= 0")
-        if self.long_chunks not in LONG_CHUNK_SCORES:
-            raise ValueError(
-                f"long_chunks must be one of {LONG_CHUNK_SCORES}, got {self.long_chunks!r}"
-            )
 
 
 @dataclass
@@ -140,7 +88,7 @@ class Collected:
 def collect(
     layer: QueryLayer,
     query_vector: np.ndarray,
-    params: RetrievalParams,
+    params: QCGRetrieval,
     search: RowSearcher,
 ) -> Collected:
     """Paper §3.4 steps 1-3 on one layer snapshot (pure function, no Python loop over nodes).
@@ -154,7 +102,7 @@ def collect(
         return Collected(empty, np.zeros(0, np.float32), empty, empty, empty, np.zeros(0))
     # Step 1: the n best query nodes, then the threshold on cos + epsilon (the
     # same set as thresholding first: every node above a passing one passes).
-    hits = search.search(query_vector, params.max_query_nodes)
+    hits = search.search(query_vector, params.n)
     retrieved = hits.rows[hits.scores + params.epsilon >= params.gamma]
     sims = hits.cosines  # cos(q_u, q), indexable by rows
     # Step 2: h-hop expansion over E_intra (directed kNN lists).
@@ -163,7 +111,7 @@ def collect(
     via = np.full(n, -1, dtype=np.int64)
     hop[retrieved] = 0
     frontier = retrieved
-    for h in range(1, params.hops + 1):
+    for h in range(1, params.h + 1):
         if not len(frontier):
             break
         nbrs = layer.knn[frontier]
@@ -203,17 +151,17 @@ def collect(
             score[present] = np.maximum(score[present], cos_c)
     # Best score, then more supporting nodes, then the earlier chunk.
     ranking = present[np.lexsort((present, -count[present], -score[present]))]
-    top = ranking[: params.similarity_top_k]
+    top = ranking[: params.K]
     found = Collected(
         rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top], 0, len(present)
     )
-    if params.fill and len(top) < params.similarity_top_k:
+    if params.fill and len(top) < params.K:
         _fill(layer, query_vector, params, present, found)
     return found
 
 
 def _own_cosines(
-    layer: QueryLayer, query_vector: np.ndarray, codes: np.ndarray, params: RetrievalParams
+    layer: QueryLayer, query_vector: np.ndarray, codes: np.ndarray, params: QCGRetrieval
 ) -> np.ndarray:
     """The chunks' own cosines to the question; a long chunk's is its best window's
     unless ``long_chunks="pooled"``."""
@@ -226,7 +174,7 @@ def _own_cosines(
 def _fill(
     layer: QueryLayer,
     query_vector: np.ndarray,
-    params: RetrievalParams,
+    params: QCGRetrieval,
     collected: np.ndarray,
     found: Collected,
 ) -> None:
@@ -234,7 +182,7 @@ def _fill(
     matrix = layer.chunk_matrix
     if matrix is None or len(matrix) != len(layer.chunks):
         return
-    need = params.similarity_top_k - len(found.chunk_codes)
+    need = params.K - len(found.chunk_codes)
     cos = _own_cosines(layer, query_vector, np.arange(len(matrix)), params).astype(np.float64)
     cos[collected] = -np.inf
     # A chunk without a vector (all zeros) has nothing to be ranked by.
@@ -258,61 +206,39 @@ class QCGRetriever(BaseRetriever):
 
     Args:
         index: The index to search.
-        similarity_top_k: ``K``, chunks returned (default: the index's).
-        max_query_nodes: ``n`` (default: the index's).
-        gamma: ``γ`` (default: the index's).
-        epsilon: ``ε`` (default: the index's).
-        hops: ``h`` (default: the index's).
-        aggregator: ``mean`` (paper), ``max`` or ``sum``.
-        chunk_weight: Votes of the chunk's own cosine (0: paper; see :class:`RetrievalParams`).
-        fill: Fill up to ``K`` chunks by chunk cosine when step 3 collects fewer
-            (False: paper; see :class:`RetrievalParams`).
-        long_chunks: A long chunk's own cosine: ``best-window`` or ``pooled``
-            (default: the index's; see :class:`RetrievalParams`).
-        max_evidence: Query nodes listed per chunk in the evidence (best first).
+        config: A :class:`~.config.QCGConfig` or preset name (default: the index's);
+            its ``retrieval`` section is used.
+        similarity_top_k: ``K``, chunks returned (default: the config's).
         reranker: Any LlamaIndex reranking postprocessor; re-ranks the best
             ``rerank_candidates`` chunks and keeps ``K`` (not in the paper).
         rerank_candidates: Chunks handed to the reranker (default ``3 K``).
-        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+        max_evidence: Query nodes listed per chunk in the evidence (best first).
+        callback_manager: LlamaIndex callbacks; falls back to the index's.
+        **overrides: Retrieval fields of the config by name (``gamma=1.5``, ``h=2``).
     """
 
     def __init__(
         self,
         index: QueryCentricGraphIndex,
         *,
+        config: QCGConfig | str | None = None,
         similarity_top_k: int | None = None,
-        max_query_nodes: int | None = None,
-        gamma: float | None = None,
-        epsilon: float | None = None,
-        hops: int | None = None,
-        aggregator: Aggregator | None = None,
-        chunk_weight: float | None = None,
-        fill: bool | None = None,
-        long_chunks: str | None = None,
-        max_evidence: int = 8,
         reranker: BaseNodePostprocessor | None = None,
         rerank_candidates: int | None = None,
+        max_evidence: int = 8,
         callback_manager: CallbackManager | None = None,
+        **overrides: Any,
     ) -> None:
-        base = index.retrieval_params
-        overrides = {
-            "similarity_top_k": similarity_top_k,
-            "max_query_nodes": max_query_nodes,
-            "gamma": gamma,
-            "epsilon": epsilon,
-            "hops": hops,
-            "aggregator": aggregator,
-            "chunk_weight": chunk_weight,
-            "fill": fill,
-            "long_chunks": long_chunks,
-        }
-        values = {**base.__dict__, **{k: v for k, v in overrides.items() if v is not None}}
-        self.params = RetrievalParams(**values)
+        if similarity_top_k is not None:
+            overrides["K"] = similarity_top_k
+        base = index.config if config is None else QCGConfig.resolve(config)
+        self.config = base.updated(overrides)
+        self.params = self.config.retrieval
         self._index = index
         self.max_evidence = max_evidence
         self.reranker = reranker
-        self.rerank_candidates = rerank_candidates or 3 * self.params.similarity_top_k
-        if self.rerank_candidates < self.params.similarity_top_k:
+        self.rerank_candidates = rerank_candidates or 3 * self.params.K
+        if self.rerank_candidates < self.params.K:
             raise ValueError("rerank_candidates must be at least similarity_top_k (K)")
         self._stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
@@ -349,7 +275,7 @@ class QCGRetriever(BaseRetriever):
     @property
     def similarity_top_k(self) -> int:
         """``K``."""
-        return self.params.similarity_top_k
+        return self.params.K
 
     def _results(
         self, layer: QueryLayer, query_vector: np.ndarray, query: str
@@ -357,9 +283,9 @@ class QCGRetriever(BaseRetriever):
         search = self._index.searcher("queries", layer, lambda: layer.ids, layer.matrix)
         params = self.params
         if self.reranker is not None:
-            params = replace(params, similarity_top_k=self.rerank_candidates)
+            params = params.model_copy(update={"K": self.rerank_candidates})
         found = collect(layer, normalize_rows(query_vector)[0], params, search)
-        self._count(found, params.similarity_top_k)
+        self._count(found, params.K)
         if not len(found.chunk_codes):
             return []
         chunk_ids = [layer.chunks[c] for c in found.chunk_codes]
@@ -370,12 +296,12 @@ class QCGRetriever(BaseRetriever):
                 self.reranker,
                 query,
                 [c.get_content() for c in chunks],
-                keep=self.params.similarity_top_k,
+                keep=self.params.K,
                 scores=found.chunk_scores.tolist(),
             )
         node_codes = layer.chunk_codes[found.rows]
         out = []
-        for rank, (i, score) in enumerate(order[: self.params.similarity_top_k]):
+        for rank, (i, score) in enumerate(order[: self.params.K]):
             code = found.chunk_codes[i]
             mine = np.flatnonzero(node_codes == code)
             mine = mine[np.argsort(-found.cos[mine], kind="stable")]

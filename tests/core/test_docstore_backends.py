@@ -14,7 +14,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.kvstore import SimpleKVStore
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator
+from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
 from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex
 
 TEXTS = [

@@ -136,7 +136,7 @@ def test_graph_index_searches_a_vector_store_with_memory_results(bow_embed, tmp_
     from llama_index.core.vector_stores import SimpleVectorStore
 
     from llama_index_graphrag_ext.core.nodes import PassageParser
-    from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator
+    from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
     from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex
 
     docs = [

@@ -12,15 +12,10 @@ from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.qcg.generator import (
-    QUERY_NODES_KEY,
-    Doc2QueryGenerator,
-    QueryPair,
-    SentenceQueryGenerator,
-    doc2query_minus,
-    keep_count,
-    node_text,
-)
+from llama_index_graphrag_ext.qcg.doc2query import Doc2QueryGenerator
+from llama_index_graphrag_ext.qcg.filtering import doc2query_minus, keep_count
+from llama_index_graphrag_ext.qcg.query_nodes import QUERY_NODES_KEY, QueryPair, node_text
+from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
 
 CHUNK = TextNode(
     id_="bridge", text="The Brooklyn Bridge was designed by John Roebling. It opened in 1883."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.qcg.generator import QueryPair
+from llama_index_graphrag_ext.qcg.query_nodes import QueryPair
 from llama_index_graphrag_ext.qcg.graph import QueryLayer, knn_rows
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.core.search import MatrixSearch
-from llama_index_graphrag_ext.qcg.generator import QueryPair
+from llama_index_graphrag_ext.qcg.query_nodes import QueryPair
 from llama_index_graphrag_ext.qcg.graph import QueryLayer
 from llama_index_graphrag_ext.qcg.retriever import RetrievalParams, collect
 

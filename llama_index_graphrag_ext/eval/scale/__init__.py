@@ -43,7 +43,7 @@ The modules, in the order a run uses them:
 """
 
 from ...core.defaults import make_embedder
-from .cell import find_index, measure_cell, persist_index
+from .cell import measure_cell
 from .cli import add_arguments, config_from_args
 from .config import (
     DEFAULT_METHODS,
@@ -79,7 +79,6 @@ __all__ = [
     "cell_key",
     "config_from_args",
     "default_benchmark_dirs",
-    "find_index",
     "fit_exponent",
     "fit_report",
     "format_scale_table",
@@ -87,7 +86,6 @@ __all__ = [
     "make_embedder",
     "measure_cell",
     "perturb",
-    "persist_index",
     "plot_scale",
     "query_set",
     "run_scale",

@@ -18,7 +18,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from ...core.defaults import make_embedder
 from ..metrics import percentile, recall_at_k
-from ..registry import REGISTRY, BenchContext, MethodRegistry
+from ..registry import BenchContext, build_system, resolve
 from ..runner import RssSampler
 from .config import ScaleConfig
 from .corpus import load_pool, query_set, synthesize
@@ -47,38 +47,16 @@ def _warm_up_ann() -> None:
     ivf_knn(rows, rows, 2)
 
 
-def find_index(retriever: Any) -> Any | None:
-    """The index behind a retriever (``index``/``_index``, or one wrapper deeper)."""
-    for obj in (retriever, getattr(retriever, "_inner", None)):
-        for name in ("index", "_index"):
-            index = getattr(obj, name, None)
-            if index is not None and (
-                hasattr(index, "persist") or hasattr(index, "storage_context")
-            ):
-                return index
-    return None
-
-
-def persist_index(index: Any, folder: Path) -> None:
-    """Persist with the index's own ``persist``, else its LlamaIndex storage context."""
-    if hasattr(index, "persist") and callable(index.persist):
-        index.persist(folder)
-    else:
-        index.storage_context.persist(persist_dir=str(folder))
-
-
 def folder_bytes(folder: Path) -> int:
     """Total size of the files under ``folder``."""
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def measure_cell(
-    method: str, size: int, config: ScaleConfig, registry: MethodRegistry = REGISTRY
-) -> dict[str, Any]:
+def measure_cell(method: str, size: int, config: ScaleConfig) -> dict[str, Any]:
     """Build one method on one corpus size in this process and measure it."""
-    spec, captured = registry.resolve(method)
-    if spec.tier != "llm-free":
-        raise ValueError(f"{method} is {spec.tier}; scale measures LLM-free methods only")
+    tier = resolve(method, config.options).tier
+    if tier != "llm-free":
+        raise ValueError(f"{method} is {tier}; scale measures LLM-free methods only")
     pool, sets = load_pool(config.benchmarks)
     questions = query_set(sets, config.queries_per_set)
     gold = [g for q in questions for g in q.gold_ids]
@@ -100,12 +78,12 @@ def measure_cell(
     ctx = BenchContext(
         embed_model=requested,
         top_k=config.top_k,
-        options={**config.options, **captured},
+        options=dict(config.options),
         show_progress=False,
     )
     # A throw-away build on a few passages first: imports, spaCy pipelines and
     # other lazily loaded models are then nobody's index time or memory.
-    spec.build(documents[:20], ctx)
+    build_system(method, documents[:20], ctx)
     _warm_up_ann()
     computed.reset()
     requested.reset()
@@ -113,7 +91,7 @@ def measure_cell(
     baseline = RssSampler.current_mb()
     with RssSampler() as rss:
         start = time.perf_counter()
-        system = spec.build(documents, ctx)
+        system = build_system(method, documents, ctx)
         index_seconds = time.perf_counter() - start
     _trim_heap()
     retained = RssSampler.current_mb() - baseline
@@ -135,14 +113,14 @@ def measure_cell(
             recalls.append(recall_at_k(ranked, present, 5))
 
     disk_bytes, persist_seconds, persist_note = None, None, None
-    index = find_index(system.retriever)
+    index = system.index
     if index is None:
-        persist_note = f"{type(system.retriever).__name__} has no persistable index"
+        persist_note = f"{method} has no persistable index"
     else:
         folder = Path(tempfile.mkdtemp(prefix="graphrag-scale-"))
         try:
             start = time.perf_counter()
-            persist_index(index, folder / "index")
+            index.persist(folder / "index")
             persist_seconds = round(time.perf_counter() - start, 3)
             disk_bytes = folder_bytes(folder / "index")
         finally:
@@ -173,7 +151,7 @@ def measure_cell(
     return {
         "method": method,
         "chunks": size,
-        "tier": spec.tier,
+        "tier": tier,
         "index_seconds": round(index_seconds, 3),
         "embed_seconds": round(embed_seconds, 3),
         "index_seconds_no_embed": round(no_embed, 3),

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..registry import REGISTRY, MethodRegistry
+from ..registry import resolve
 from .cell import measure_cell
 from .config import ScaleConfig
 from .report import fit_report
@@ -51,7 +51,6 @@ def _run_isolated(method: str, size: int, config: ScaleConfig) -> dict[str, Any]
 def run_scale(
     config: ScaleConfig,
     out: str | os.PathLike | None = None,
-    registry: MethodRegistry = REGISTRY,
 ) -> dict[str, Any]:
     """Measure every (method, size) cell, smallest sizes first; return the report.
 
@@ -61,7 +60,7 @@ def run_scale(
     out at one size is skipped at the larger ones.
     """
     for name in config.methods:  # fail fast on typos
-        registry.resolve(name)
+        resolve(name, config.options)
     previous: dict[str, dict] = {}
     history: list[dict] = []
     if out and Path(out).is_file():
@@ -107,7 +106,7 @@ def run_scale(
                 if config.isolate:
                     row = _run_isolated(method, size, config)
                 else:
-                    row = measure_cell(method, size, config, registry)
+                    row = measure_cell(method, size, config)
             except Exception as exc:  # one broken method must not lose the others' results
                 logger.exception("scale cell %s failed", key)
                 row = {"error": f"{type(exc).__name__}: {exc}"}
