@@ -1,18 +1,21 @@
-"""BM25 retrieval over chunk nodes, on the suite's sparse BM25 (:class:`~..core.text.BM25`)."""
+"""BM25 retrieval over chunk nodes, scored by the ``bm25s`` library (Lucene's BM25)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
+import bm25s
+import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from ..core.compact_store import compact_docstore
+from ..core.embeddings import top_k_of_scores
 from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
-from ..core.text import BM25, tokenize
+from ..core.text import tokenize
 
 #: Nodes stored and tokenised at a time (and documents chunked at a time by ``from_documents``).
 _BATCH = 1024
@@ -21,10 +24,10 @@ _BATCH = 1024
 class BM25Retriever(BaseRetriever):
     """Okapi BM25 over the nodes' text; each result records the query terms it matched.
 
-    The nodes are kept as compressed JSON in a docstore (``docstore``) and decoded
-    for the results only; the index itself is a sparse matrix. Neither the nodes
-    nor their tokens stay alive as Python objects: at 64,000 passages they held
-    395 MB for 24 MB of text (``docs/scaling.md``, "Memory").
+    Scores are ``bm25s``'s Lucene variant (non-negative IDF); ties go to the
+    earlier node. The nodes are kept as compressed JSON in a docstore and
+    decoded for the results only; neither they nor their tokens stay alive as
+    Python objects.
 
     Args:
         nodes: The chunks to search (any iterable, read once, a batch at a time).
@@ -46,7 +49,8 @@ class BM25Retriever(BaseRetriever):
             raise ValueError("similarity_top_k must be positive")
         self._docstore = compact_docstore()
         self._ids: list[str] = []  # row -> node id
-        self._bm25 = BM25(k1=k1, b=b).fit(self._store_and_tokenize(nodes))
+        self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+        self._bm25.index(list(self._store_and_tokenize(nodes)), show_progress=False)
         self.similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager)
 
@@ -80,16 +84,19 @@ class BM25Retriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_tokens = tokenize(require_query(query_bundle.query_str))
-        rows, scores = self._bm25.top_k(query_tokens, self.similarity_top_k)
-        rows = rows.tolist()
-        nodes = self._docstore.get_nodes([self._ids[row] for row in rows])
+        known = [t for t in query_tokens if t in self._bm25.vocab_dict]
+        scores = self._bm25.get_scores(known) if known else np.zeros(len(self), np.float32)
+        rows, top = top_k_of_scores(scores, self.similarity_top_k)
+        nodes = self._docstore.get_nodes([self._ids[row] for row in rows.tolist()])
+        wanted = set(query_tokens)
         results = []
-        for rank, (node, row, score) in enumerate(zip(nodes, rows, scores.tolist(), strict=True)):
+        for rank, (node, score) in enumerate(zip(nodes, top.tolist(), strict=True)):
+            words = set(tokenize(node.get_content(metadata_mode=MetadataMode.EMBED)))
             evidence = {
                 "method": "bm25",
                 "rank": rank + 1,
                 "bm25": score,
-                "matched_terms": self._bm25.terms_in(row, query_tokens),
+                "matched_terms": sorted(wanted & words),
             }
             results.append(with_evidence(node, score, evidence))
         return results

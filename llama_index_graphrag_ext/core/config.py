@@ -59,6 +59,13 @@ class MethodConfig(BaseModel):
 
     _origin: str = PrivateAttr(default="")
 
+    def __eq__(self, other: object) -> bool:
+        """Equal settings (where a config came from does not count)."""
+        return type(other) is type(self) and self.model_dump() == other.model_dump()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.model_dump()))
+
     # ------------------------------------------------------------------ fields
 
     @classmethod
@@ -182,7 +189,8 @@ class MethodConfig(BaseModel):
 
     @property
     def uses_llm(self) -> bool:
-        """True when building an index with this config calls an LLM (the method says)."""
+        """True when indexing or retrieving with this config calls an LLM (its tier is then
+        ``llm``); answering always may. Each method says."""
         return False
 
     def describe(self) -> dict[str, Any]:

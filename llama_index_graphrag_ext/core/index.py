@@ -21,6 +21,7 @@ LlamaIndex's ``load_index_from_storage`` raises an error naming
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from abc import abstractmethod
@@ -119,6 +120,7 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
             if vector_store is not None
             else None
         )
+        self._check_options(options)
         self._configure(**options)
         if storage_context is None:
             storage_context = compact_storage_context()
@@ -133,14 +135,18 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
 
     # ------------------------------------------------------------------ hooks
 
-    def _configure(self, **options: Any) -> None:
+    def _configure(self, **objects: Any) -> None:
         """Set up from :attr:`config` before anything is built; take the subclass's own
-        component objects (reject anything else)."""
-        if options:
+        component objects (its keyword arguments)."""
+
+    def _check_options(self, options: dict[str, Any]) -> None:
+        taken = inspect.signature(self._configure).parameters
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
             settings = ", ".join(sorted(self.config_class.field_sections()))
             raise TypeError(
-                f"{type(self).__name__} got unknown settings {sorted(options)}; "
-                f"its settings: {settings}"
+                f"{type(self).__name__} got unknown settings {unknown}; its settings: "
+                f"{settings}; its objects: {', '.join(taken) or 'none'}"
             )
 
     def stats(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ LongChunks = Literal["best-window", "pooled"]
 class QCGGraph(Section):
     """Building the query-centric graph (§3.3)."""
 
-    generator: Literal["doc2query", "sentences"] = Field(
+    query_nodes: Literal["doc2query", "sentences"] = Field(
         "doc2query",
         description="Query nodes: the LLM's question-answer pairs (Extended Doc2Query, §3.3) "
         "or each sentence of the chunk (the Sentence Nodes ablation of Fig. 4; no LLM).",
@@ -108,7 +108,7 @@ class QCGConfig(MethodConfig):
             "reported on musique-100 (docs/methods/qcg.md). The chunk's own cosine votes "
             "(chunk_weight 1) and fills short lists; with it the kNN hop lowered R@5, so h = 0.",
             {
-                "generator": "sentences",
+                "query_nodes": "sentences",
                 "exclude_same_chunk": True,
                 "n": 20,
                 "h": 0,
@@ -126,4 +126,4 @@ class QCGConfig(MethodConfig):
 
     @property
     def uses_llm(self) -> bool:
-        return self.graph.generator == "doc2query"
+        return self.graph.query_nodes == "doc2query"

@@ -45,7 +45,7 @@ _NODES_FILE = "qcg_nodes.json"
 def make_generator(config: QCGConfig) -> QueryNodeGenerator:
     """The query-node generator a config describes (Doc2Query with the LLM, or sentences)."""
     graph = config.graph
-    if graph.generator == "sentences":
+    if graph.query_nodes == "sentences":
         return SentenceQueryGenerator(
             title_prefix=graph.title_prefix,
             splitter=graph.splitter,
@@ -89,15 +89,15 @@ class QueryCentricGraphIndex(GraphIndexBase):
     def _configure(self, generator: QueryNodeGenerator | None = None) -> None:
         if generator is not None:
             kind = "sentences" if isinstance(generator, SentenceQueryGenerator) else "doc2query"
-            if kind != self.config.graph.generator:
-                self.config = self.config.updated(generator=kind)
+            if kind != self.config.graph.query_nodes:
+                self.config = self.config.updated(query_nodes=kind)
         self.generator = generator if generator is not None else make_generator(self.config)
         if isinstance(self.generator, Doc2QueryGenerator):
             index_choice = self.llm_choice if self.generator.llm is None else None
             self.generator.attach_steps(self.llm_steps, index_choice)
         else:
             self.llm_steps.chose_llm_free(
-                STEP, "sentence nodes", "generator='sentences' (the paper's Sentence Nodes)"
+                STEP, "sentence nodes", "query_nodes='sentences' (the paper's Sentence Nodes)"
             )
         self.generator.embed_model = self._embed_model
         graph = self.config.graph

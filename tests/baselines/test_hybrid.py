@@ -1,11 +1,11 @@
-"""The LlamaIndex hybrid baseline (baselines/hybrid.py): BM25Retriever + vectors, RRF."""
+"""The LlamaIndex hybrid baseline (``li-hybrid``): BM25Retriever + vectors, RRF."""
 
 from __future__ import annotations
 
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import Document
 
-from llama_index_graphrag_ext.baselines import build_dense_index, llama_index_hybrid
+from llama_index_graphrag_ext.baselines import HybridIndex
 from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 
 from .test_bm25 import TEXTS  # the same seven-passage river corpus
@@ -23,21 +23,27 @@ def _rrf(*rankings: list[str], k: float = 60.0) -> dict[str, float]:
     return scores
 
 
+def _index(dim: int = 64) -> HybridIndex:
+    from llama_index_graphrag_ext.core.nodes import documents_to_chunks
+
+    return HybridIndex(documents_to_chunks(_docs()), embed_model=HashEmbedding(dim=dim))
+
+
 def test_hybrid_is_reciprocal_rank_fusion_of_bm25_and_the_vector_retriever():
     from llama_index.retrievers.bm25 import BM25Retriever
 
-    from llama_index_graphrag_ext.core.nodes import documents_to_chunks, prepare_documents
+    from llama_index_graphrag_ext.core.nodes import documents_to_chunks
 
-    embed = HashEmbedding(dim=64)
-    index = build_dense_index(_docs(), embed)
-    hybrid = llama_index_hybrid(_docs(), embed, similarity_top_k=4, index=index)
-    assert isinstance(hybrid, QueryFusionRetriever) and hybrid.num_queries == 1
+    index = _index()
+    hybrid = index.as_retriever(similarity_top_k=4)
+    fusion = hybrid._inner
+    assert isinstance(fusion, QueryFusionRetriever) and fusion.num_queries == 1
     query = "Which river flows through Budapest and Vienna?"
-    vector = [r.node.ref_doc_id for r in index.as_retriever(similarity_top_k=4).retrieve(query)]
-    docs, _ = prepare_documents(_docs())
+    vectors = index.index.as_retriever(similarity_top_k=4)
+    vector = [r.node.ref_doc_id for r in vectors.retrieve(query)]
+    chunks = documents_to_chunks(_docs())
     bm25 = [
-        r.node.ref_doc_id
-        for r in BM25Retriever(nodes=documents_to_chunks(docs), similarity_top_k=4).retrieve(query)
+        r.node.ref_doc_id for r in BM25Retriever(nodes=chunks, similarity_top_k=4).retrieve(query)
     ]
     expected = _rrf(vector, bm25)
     results = hybrid.retrieve(query)
@@ -55,7 +61,7 @@ def test_hybrid_uses_no_llm(monkeypatch):
 
     # Settings.llm would resolve to OpenAI (no key here): the hybrid must not touch it.
     monkeypatch.setattr(Settings, "_llm", None)
-    hybrid = llama_index_hybrid(_docs(), HashEmbedding(dim=32), similarity_top_k=3)
+    hybrid = _index(32).as_retriever(similarity_top_k=3)
     calls = []
-    monkeypatch.setattr(type(hybrid._llm), "complete", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(type(hybrid._inner._llm), "complete", lambda *a, **k: calls.append(a))
     assert len(hybrid.retrieve("Mozart birthplace")) == 3 and calls == []

@@ -1,4 +1,4 @@
-"""The sentence-level dense reference (baselines/sentences.py): a long document is
+"""The sentence-level dense reference (``dense:sentences``): a long document is
 found by the one sentence that answers, which its pooled vector drowns."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from llama_index.core.schema import Document
 from support import BagOfWordsEmbedding
 
-from llama_index_graphrag_ext.baselines import DenseRetriever, build_sentence_index
-from llama_index_graphrag_ext.core.nodes import dedupe_by_source
+from llama_index_graphrag_ext.baselines import DenseIndex
+from llama_index_graphrag_ext.core.nodes import dedupe_by_source, documents_to_chunks
 
 FILLER = [
     "The committee reviewed the quarterly budget and approved the new office lease.",
@@ -28,9 +28,13 @@ def _documents() -> list[Document]:
     ]
 
 
+def _index() -> DenseIndex:
+    chunks = documents_to_chunks(_documents())
+    return DenseIndex(chunks, config="sentences", embed_model=BagOfWordsEmbedding())
+
+
 def test_each_sentence_is_a_node_of_its_document_with_its_window():
-    index = build_sentence_index(_documents(), BagOfWordsEmbedding())
-    nodes = list(index.docstore.docs.values())
+    nodes = list(_index().index.docstore.docs.values())
     assert {n.ref_doc_id for n in nodes} == {"log", "brochure", "other"}
     assert sum(n.ref_doc_id == "log" for n in nodes) == 17
     target = next(n for n in nodes if "Skagen" in n.get_content())
@@ -40,8 +44,7 @@ def test_each_sentence_is_a_node_of_its_document_with_its_window():
 
 
 def test_a_long_document_ranks_by_its_best_sentence():
-    index = build_sentence_index(_documents(), BagOfWordsEmbedding())
-    results = DenseRetriever(index, similarity_top_k=10).retrieve(
-        "Who repainted the Skagen lighthouse?"
-    )
+    retriever = _index().as_retriever(similarity_top_k=2)  # 5 sentences per passage
+    assert retriever.similarity_top_k == 10
+    results = retriever.retrieve("Who repainted the Skagen lighthouse?")
     assert dedupe_by_source(results)[0] == "log"

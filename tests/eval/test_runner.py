@@ -10,12 +10,9 @@ from llama_index.core import Settings
 from support import ScriptedLLM
 
 from llama_index_graphrag_ext.baselines import BM25Retriever
-from llama_index_graphrag_ext.eval.registry import (
-    REGISTRY,
-    BenchSystem,
-    MethodRegistry,
-    MethodSpec,
-)
+from llama_index_graphrag_ext.core.config import ConfigError
+from llama_index_graphrag_ext.eval import runner
+from llama_index_graphrag_ext.eval.registry import BenchSystem, Resolved
 from llama_index_graphrag_ext.eval.runner import RunConfig, run_benchmark
 from llama_index_graphrag_ext.eval.table import format_table
 
@@ -42,48 +39,56 @@ def settings_embed(bow_embed, monkeypatch):
     return bow_embed
 
 
-def _registry_with_llm_method():
-    registry = MethodRegistry()
+@pytest.fixture
+def custom_methods(monkeypatch):
+    """``add(name, tier, build)``: a method the runner builds with ``build(documents, ctx)``."""
+    builders: dict = {}
+    real_resolve, real_build, real_check = runner.resolve, runner.build_system, runner.check_options
 
-    def build(documents, ctx):
-        llm = ctx.llm()
-        llm.complete("summarise the corpus")  # one call at index time
-        retriever = BM25Retriever.from_documents(documents, similarity_top_k=ctx.top_k)
-
-        class Answerer:
-            def __call__(self, question):
-                answer = llm.complete(question).text
-                ranked, _ = BenchSystem(retriever).retrieve(question)
-                return answer, ranked
-
-        return BenchSystem(retriever=retriever, answerer=Answerer(), info={"note": "scripted"})
-
-    registry.register(MethodSpec("scripted-bm25", "llm", build, "BM25 plus a scripted LLM"))
-    registry.register(
-        MethodSpec(
-            "bm25-(?P<k1>[0-9.]+)",
-            "llm-free",
-            lambda docs, ctx: BenchSystem(
-                BM25Retriever.from_documents(
-                    docs, similarity_top_k=ctx.top_k, k1=ctx.option("k1", 1.5)
-                )
-            ),
+    def resolve(name, options=None):
+        return (
+            Resolved(name, builders[name][0]) if name in builders else real_resolve(name, options)
         )
-    )
-    return registry
+
+    def build_system(name, documents, ctx):
+        if name in builders:
+            return builders[name][1](documents, ctx)
+        return real_build(name, documents, ctx)
+
+    def check_options(names, options):
+        real_check([n for n in names if n not in builders], options)
+
+    monkeypatch.setattr(runner, "resolve", resolve)
+    monkeypatch.setattr(runner, "build_system", build_system)
+    monkeypatch.setattr(runner, "check_options", check_options)
+    return lambda name, tier, build: builders.__setitem__(name, (tier, build))
 
 
-def test_runner_report_shape_and_llm_accounting(musique_slice, settings_embed, monkeypatch):
+def _scripted_bm25(documents, ctx):
+    llm = ctx.llm()
+    llm.complete("summarise the corpus")  # one call at index time
+    retriever = BM25Retriever.from_documents(documents, similarity_top_k=ctx.top_k)
+
+    def answer(question):
+        ranked, _ = BenchSystem(retriever).retrieve(question)
+        return llm.complete(question).text, ranked
+
+    return BenchSystem(retriever=retriever, answerer=answer, info={"note": "scripted"})
+
+
+def test_runner_report_shape_and_llm_accounting(
+    musique_slice, settings_embed, monkeypatch, custom_methods
+):
     llm = ScriptedLLM(default="G. Stanley Hall")
     monkeypatch.setattr(Settings, "_llm", llm)
-    registry = _registry_with_llm_method()
+    custom_methods("scripted-bm25", "llm", _scripted_bm25)
     config = RunConfig(
         data=str(musique_slice),
-        methods=["scripted-bm25", "bm25-1.2"],
+        methods=["scripted-bm25", "bm25/k1=1.2"],
         answer=True,
         show_progress=False,
     )
-    report = run_benchmark(config, registry)
+    report = run_benchmark(config)
     assert report["bench"] == musique_slice.name
     assert report["questions"] == 8 and report["passages"] == 60
     scripted = report["methods"]["scripted-bm25"]
@@ -94,43 +99,44 @@ def test_runner_report_shape_and_llm_accounting(musique_slice, settings_embed, m
     # the first question's gold answer is G. Stanley Hall: EM 1/8 at least
     assert scripted["em"] >= 1 / 8 and 0 <= scripted["f1"] <= 1
     assert scripted["info"] == {"note": "scripted"}
-    assert 0 < report["methods"]["bm25-1.2"]["recall@5"] <= 1
+    assert 0 < report["methods"]["bm25/k1=1.2"]["recall@5"] <= 1
+    assert report["methods"]["bm25/k1=1.2"]["info"]["config"] == "default + k1=1.2"
     json.dumps(report)  # JSON-ready
     table = format_table(report)
     assert "| scripted-bm25 | llm |" in table and "EM" in table
 
 
-def test_runner_can_drop_titles_and_says_so(musique_slice, settings_embed):
+def test_runner_can_drop_titles_and_says_so(musique_slice, settings_embed, custom_methods):
     seen = []
 
     def titles(documents, ctx):
         seen.extend(d.metadata.get("title") for d in documents)
         return BenchSystem(BM25Retriever.from_documents(documents))
 
-    registry = MethodRegistry()
-    registry.register(MethodSpec("titles", "llm-free", titles))
+    custom_methods("titles", "llm-free", titles)
     config = RunConfig(
         data=str(musique_slice), methods=["titles"], no_titles=True, show_progress=False
     )
-    report = run_benchmark(config, registry)
+    report = run_benchmark(config)
     assert not any(seen) and len(seen) == 60
     assert report["bench"] == f"{musique_slice.name}-no-titles"
     assert report["run"]["titles_dropped"] is True
 
 
-def test_runner_can_join_passages_into_long_documents(musique_slice, settings_embed):
+def test_runner_can_join_passages_into_long_documents(
+    musique_slice, settings_embed, custom_methods
+):
     seen = []
 
     def docs(documents, ctx):
         seen.extend(documents)
         return BenchSystem(BM25Retriever.from_documents(documents))
 
-    registry = MethodRegistry()
-    registry.register(MethodSpec("docs", "llm-free", docs))
+    custom_methods("docs", "llm-free", docs)
     config = RunConfig(
         data=str(musique_slice), methods=["docs"], join_passages=6, show_progress=False
     )
-    report = run_benchmark(config, registry)
+    report = run_benchmark(config)
     assert len(seen) == 10 and report["passages"] == 10
     assert report["bench"] == f"{musique_slice.name}-joined6"
     assert report["run"]["passages_joined"] == 6 and report["run"]["sampled"] is False
@@ -143,37 +149,28 @@ def test_runner_can_join_passages_into_long_documents(musique_slice, settings_em
     assert report["methods"]["docs"]["recall@2"] > 0.5
 
 
-def test_runner_records_a_failing_method_and_goes_on(musique_slice, settings_embed):
-    registry = MethodRegistry()
-
+def test_runner_records_a_failing_method_and_goes_on(musique_slice, settings_embed, custom_methods):
     def broken(documents, ctx):
         raise RuntimeError("no model")
 
-    registry.register(MethodSpec("broken", "llm-free", broken))
-    registry.register(
-        MethodSpec("ok", "llm-free", lambda d, c: BenchSystem(BM25Retriever.from_documents(d)))
-    )
+    custom_methods("broken", "llm-free", broken)
     report = run_benchmark(
-        RunConfig(data=str(musique_slice), methods=["broken", "ok"], show_progress=False), registry
+        RunConfig(data=str(musique_slice), methods=["broken", "bm25"], show_progress=False)
     )
     assert report["methods"]["broken"]["error"] == "RuntimeError: no model"
-    assert report["methods"]["ok"]["recall@2"] is not None
+    assert report["methods"]["bm25"]["recall@2"] is not None
     assert "error: RuntimeError" in format_table(report)
 
 
-def test_unknown_method_fails_before_any_work(musique_slice):
-    with pytest.raises(KeyError, match="unknown method 'nope'"):
-        run_benchmark(RunConfig(data=str(musique_slice), methods=["nope"]), MethodRegistry())
-
-
-def test_an_unknown_name_lists_the_methods_as_users_type_them():
-    with pytest.raises(KeyError) as caught:
-        REGISTRY.resolve("nope")
-    message = str(caught.value)
-    # Names a user can type, not the registry's regular expressions.
-    for name in ("dense", "li-hybrid", "cue-0.0", "cue-<alpha>", "chainrag-retriever"):
-        assert f" {name}," in message
-    assert "(?P<" not in message and "\\." not in message
+def test_unknown_methods_and_settings_fail_before_any_work(musique_slice):
+    for methods, options, message in (
+        (["dense", "nope"], {}, "unknown method 'nope'; methods: dense, bm25, li-hybrid, qcg"),
+        (["dense", "qcg:nope"], {}, "no preset 'nope'"),
+        (["dense", "qcg"], {"gama": "1"}, "--set gama"),
+    ):
+        config = RunConfig(data=str(musique_slice), methods=methods, options=options)
+        with pytest.raises(ConfigError, match=message):
+            run_benchmark(config)
 
 
 def test_dense_and_bm25_with_the_real_embedder(musique_slice, minilm, monkeypatch):

@@ -16,7 +16,7 @@ DOCS = [
 
 def test_measure_sharing_reports_both_ways(bow_embed):
     # CUE-RAG with the parser's sentences parses as ChainRAG does: one pass serves both.
-    methods = ["cue-0.0", "chainrag-retriever"]
+    methods = ["cue", "chainrag"]
     options = {"sentence_splitter": "model"}
     result = measure_sharing(DOCS, methods, embed_model=bow_embed, options=options)
     assert set(result["separate"]) == set(result["shared"]) == set(methods)

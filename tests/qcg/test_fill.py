@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.core.search import MatrixSearch
-from llama_index_graphrag_ext.qcg import PRESETS, QueryLayer, QueryPair, RetrievalParams
+from llama_index_graphrag_ext.qcg import QCGConfig, QueryLayer, QueryPair
+from llama_index_graphrag_ext.qcg.config import QCGRetrieval
 from llama_index_graphrag_ext.qcg.retriever import collect
 
 DIM = 24
@@ -43,7 +44,7 @@ def _probe_layer():
 
 
 def _run(layer, **kw):
-    params = RetrievalParams(similarity_top_k=10, max_query_nodes=15, gamma=1.0, hops=1, **kw)
+    params = QCGRetrieval(K=10, n=15, gamma=1.0, h=1, **kw)
     found = collect(layer, QUERY, params, MatrixSearch(layer.matrix))
     return [layer.chunks[c] for c in found.chunk_codes], found
 
@@ -65,14 +66,15 @@ def test_fill_completes_k_by_chunk_cosine_after_the_collected_chunks():
 
 def test_fill_never_runs_when_k_chunks_are_collected():
     layer = _probe_layer()
-    params = RetrievalParams(similarity_top_k=1, max_query_nodes=15, gamma=1.0, fill=True)
+    params = QCGRetrieval(K=1, n=15, gamma=1.0, fill=True)
     found = collect(layer, QUERY, params, MatrixSearch(layer.matrix))
     assert found.filled == 0 and len(found.chunk_codes) == 1
 
 
-def test_fill_is_off_in_the_paper_presets_and_on_in_sentences():
-    assert not PRESETS["multihop-rag"]["fill"] and not PRESETS["lihuaworld"]["fill"]
-    assert PRESETS["sentences"]["fill"]
+def test_fill_is_off_in_the_paper_presets_and_on_in_default():
+    assert not QCGConfig.preset("paper").retrieval.fill
+    assert not QCGConfig.preset("paper-lihuaworld").retrieval.fill
+    assert QCGConfig.preset("default").retrieval.fill
 
 
 @pytest.mark.parametrize("fill", [False, True])
@@ -87,10 +89,10 @@ def test_retriever_counts_and_marks_fills(bow_embed, fill):
         for i in range(6)
     ] + [Document(id_="zoo", text="The zebra lives in the zoo. Zebras eat grass.")]
     index = QueryCentricGraphIndex.from_documents(
-        docs, embed_model=bow_embed, transformations=[PassageParser()], preset="sentences"
+        docs, embed_model=bow_embed, transformations=[PassageParser()], config="default"
     )
     # γ = 1.3 (cos >= 0.3): only the zebra sentences pass (hop 0: no neighbour).
-    retriever = index.as_retriever(similarity_top_k=4, gamma=1.3, hops=0, fill=fill)
+    retriever = index.as_retriever(similarity_top_k=4, gamma=1.3, h=0, fill=fill)
     results = retriever.retrieve("zebra zoo")
     assert results[0].node.ref_doc_id == "zoo"
     assert results[0].node.metadata["evidence"]["filled"] is False
@@ -127,7 +129,7 @@ def test_pooled_chunk_vectors_embed_no_chunk_text(bow_embed):
         docs,
         embed_model=embed,
         transformations=[PassageParser()],
-        preset="sentences",
+        config="default",
         chunk_vectors="pooled",
     )
     layer = index.layer
@@ -135,6 +137,6 @@ def test_pooled_chunk_vectors_embed_no_chunk_text(bow_embed):
     for code in range(len(layer.chunks)):
         mean = layer.matrix[layer.chunk_codes == code].mean(axis=0)
         assert np.allclose(layer.chunk_matrix[code], mean / np.linalg.norm(mean), atol=1e-6)
-    assert index.config()["chunk_vectors"] == "pooled"
+    assert index.config.graph.chunk_vectors == "pooled"
     with pytest.raises(ValueError, match="chunk_vectors"):
         QueryCentricGraphIndex(nodes=[], embed_model=embed, chunk_vectors="nope")

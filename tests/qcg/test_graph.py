@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.qcg.query_nodes import QueryPair
 from llama_index_graphrag_ext.qcg.graph import QueryLayer, knn_rows
+from llama_index_graphrag_ext.qcg.query_nodes import QueryPair
 
 
 def _pairs(n_chunks, per_chunk):

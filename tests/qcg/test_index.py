@@ -16,6 +16,7 @@ from llama_index_graphrag_ext.core.persist import IndexFormatError
 from llama_index_graphrag_ext.qcg import (
     QUERY_NODES_KEY,
     Doc2QueryGenerator,
+    QCGConfig,
     QCGRetriever,
     QueryCentricGraphIndex,
     QueryLayer,
@@ -49,7 +50,7 @@ DOCS = [
 
 
 def _build(bow_embed, docs=DOCS, **kw):
-    kw.setdefault("preset", "sentences")
+    kw.setdefault("config", "default")
     return QueryCentricGraphIndex.from_documents(
         docs, embed_model=bow_embed, transformations=[PassageParser()], **kw
     )
@@ -72,7 +73,7 @@ def test_sentence_index_retrieves_with_evidence(bow_embed):
     assert evidence["method"] == "qcg" and evidence["rank"] == 1
     assert evidence["query_nodes"][0]["query"].startswith("Paris: ")
     assert {"cosine", "hop", "via", "id"} <= set(evidence["query_nodes"][0])
-    assert "chunk_cosine" in evidence  # the sentences preset uses chunk_weight=1
+    assert "chunk_cosine" in evidence  # the default preset uses chunk_weight=1
     # The evidence never reaches the LLM or the embedder.
     assert "evidence" not in results[0].node.get_content(metadata_mode="llm")
 
@@ -96,7 +97,7 @@ def test_doc2query_index_with_scripted_llm(bow_embed):
         "Rome is": "Q: What is the capital of Italy? A: Rome",
     }
     llm = ScriptedLLM(answers)
-    index = _build(bow_embed, preset="multihop-rag", llm=llm, alpha=1.0)
+    index = _build(bow_embed, config="paper", llm=llm, alpha=1.0)
     assert isinstance(index.generator, Doc2QueryGenerator) and llm.call_count == 4
     assert len(index.layer) == 4 and all(p.kind == "qa" for p in index.layer.pairs)
     hits = index.as_retriever(similarity_top_k=2).retrieve(
@@ -108,12 +109,14 @@ def test_doc2query_index_with_scripted_llm(bow_embed):
     assert index.build_stats["pairs_generated"] == 4
 
 
-def test_default_generator_without_llm_is_sentences(bow_embed, monkeypatch):
-    monkeypatch.setenv("GRAPHRAG_LLM", "none")
+def test_no_config_is_the_default_preset_and_never_asks_an_llm(bow_embed):
+    llm = ScriptedLLM([])  # must not be called: the default preset is LLM-free
     index = QueryCentricGraphIndex.from_documents(
-        DOCS[:2], embed_model=bow_embed, transformations=[PassageParser()]
+        DOCS[:2], embed_model=bow_embed, transformations=[PassageParser()], llm=llm
     )
-    assert isinstance(index.generator, SentenceQueryGenerator) and index.preset == "sentences"
+    assert isinstance(index.generator, SentenceQueryGenerator)
+    assert index.config == QCGConfig.preset("default") and index.config.origin == "default"
+    assert llm.call_count == 0
 
 
 def test_ingestion_pipeline_nodes_are_reused(bow_embed):
@@ -124,7 +127,7 @@ def test_ingestion_pipeline_nodes_are_reused(bow_embed):
     nodes = pipeline.run(documents=DOCS[2:3])
     assert nodes[0].metadata[QUERY_NODES_KEY]
     other = ScriptedLLM([])  # must not be called: the nodes carry their queries
-    index = QueryCentricGraphIndex(nodes, embed_model=bow_embed, llm=other, preset="multihop-rag")
+    index = QueryCentricGraphIndex(nodes, embed_model=bow_embed, llm=other, config="paper")
     assert other.call_count == 0 and len(index.layer) == 1
     assert index.build_stats["chunks_with_given_nodes"] == 1
 
@@ -148,10 +151,11 @@ def test_incremental_insert_and_delete_equal_a_rebuild(bow_embed):
 
 
 def test_persist_and_load_give_identical_retrieval(bow_embed, tmp_path):
-    index = _build(bow_embed, k=2, max_query_nodes=6)
+    index = _build(bow_embed, k=2, n=6)
     index.persist(tmp_path / "qcg")
     loaded = QueryCentricGraphIndex.load(tmp_path / "qcg", embed_model=bow_embed)
-    assert loaded.config() == index.config() and loaded.k == 2
+    assert loaded.config == index.config and loaded.config.graph.k == 2
+    assert loaded.config.origin == index.config.origin == "default + k=2, n=6"
     for query in ("capital city", "American Psychological Association president", "Colosseum"):
         a = index.as_retriever().retrieve(query)
         b = loaded.as_retriever().retrieve(query)
@@ -206,19 +210,21 @@ def test_retrieval_is_thread_safe_during_inserts(bow_embed):
 
 
 def test_retriever_overrides_and_settings(bow_embed):
-    index = _build(bow_embed, gamma=1.2, hops=2)
+    index = _build(bow_embed, gamma=1.2, h=2)
     retriever = index.as_retriever(similarity_top_k=1, aggregator="max")
     assert isinstance(retriever, QCGRetriever)
-    assert retriever.params.gamma == 1.2 and retriever.params.hops == 2
+    assert retriever.params.gamma == 1.2 and retriever.params.h == 2
     assert retriever.params.aggregator == "max" and retriever.similarity_top_k == 1
     assert len(retriever.retrieve("capital")) == 1
     assert index.as_retriever(gamma=2.0, fill=False).retrieve("zebra quantum") == []
     with pytest.raises(ValueError, match="preset"):
-        _build(bow_embed, preset="nope")
-    with pytest.raises(TypeError):
+        _build(bow_embed, config="nope")
+    with pytest.raises(TypeError, match="unknown settings"):
         _build(bow_embed, kk=3)
+    with pytest.raises(ValueError, match="no setting 'kk'"):
+        index.as_retriever(kk=3)
 
 
 def test_empty_index_returns_nothing(bow_embed):
-    index = QueryCentricGraphIndex(nodes=[], embed_model=bow_embed, preset="sentences")
+    index = QueryCentricGraphIndex(nodes=[], embed_model=bow_embed)
     assert index.as_retriever().retrieve("anything") == []

@@ -21,7 +21,7 @@ def _unit(*values: float) -> np.ndarray:
 @pytest.fixture(scope="module")
 def index(minilm):
     return QueryCentricGraphIndex.from_documents(
-        DOCS, embed_model=minilm, transformations=[PassageParser()], preset="sentences"
+        DOCS, embed_model=minilm, transformations=[PassageParser()], config="default"
     )
 
 
@@ -60,24 +60,14 @@ def test_windows_follow_their_chunk_through_inserts_and_deletes():
     assert whole.without_chunks(["b", "c"]).chunk_windows is None
 
 
-def test_windows_persist_and_a_file_from_before_them_loads_pooled(index, minilm, tmp_path, caplog):
+def test_windows_persist(index, minilm, tmp_path):
     index.persist(tmp_path / "qcg")
     loaded = QueryCentricGraphIndex.load(tmp_path / "qcg", embed_model=minilm)
     np.testing.assert_array_equal(loaded.layer.chunk_windows.owner, index.layer.chunk_windows.owner)
     assert _chunk_cosines(loaded) == _chunk_cosines(index)
-    # Rewrite the layer file without the window arrays, as indexes persisted before them.
-    path = tmp_path / "qcg" / "qcg_layer.npz"
-    with np.load(path) as data:
-        kept = {k: data[k] for k in data.files if not k.startswith("window_")}
-    np.savez(path, **kept)
-    with caplog.at_level("WARNING"):
-        old = QueryCentricGraphIndex.load(tmp_path / "qcg", embed_model=minilm)
-    assert "persisted without long chunks' windows" in caplog.text
-    assert old.build_stats["chunk_windows_missing"] == len(DOCS)
-    assert _chunk_cosines(old) == _chunk_cosines(index, long_chunks="pooled")
 
 
-@pytest.mark.parametrize("spec", [{"vectors": "late"}, {"alpha": 0.5}])
+@pytest.mark.parametrize("spec", [{"sentence_vectors": "late"}, {"sentence_alpha": 0.5}])
 def test_every_sentence_vector_path_keeps_the_windows(index, minilm, spec):
     # One-pass ("late") vectors and the Doc2Query-- filter on sentences embed the
     # chunks inside the generator: the windows still reach the layer.
@@ -85,8 +75,8 @@ def test_every_sentence_vector_path_keeps_the_windows(index, minilm, spec):
         DOCS,
         embed_model=minilm,
         transformations=[PassageParser()],
-        preset="sentences",
-        generator={"type": "sentences", **spec},
+        config="default",
+        **spec,
     )
     mine, theirs = other.layer.chunk_windows, index.layer.chunk_windows
     np.testing.assert_array_equal(mine.owner, theirs.owner)

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.core.search import MatrixSearch
-from llama_index_graphrag_ext.qcg.query_nodes import QueryPair
+from llama_index_graphrag_ext.qcg.config import QCGRetrieval
 from llama_index_graphrag_ext.qcg.graph import QueryLayer
-from llama_index_graphrag_ext.qcg.retriever import RetrievalParams, collect
+from llama_index_graphrag_ext.qcg.query_nodes import QueryPair
+from llama_index_graphrag_ext.qcg.retriever import collect
 
 QUERY = np.array([1.0, 0.0], dtype=np.float32)
 
@@ -42,27 +43,27 @@ def _ranked(params, layer=None):
 
 
 def test_threshold_keeps_cos_plus_epsilon_at_least_gamma():
-    chunks, found = _ranked(RetrievalParams(gamma=1.5, hops=0, max_query_nodes=10))
+    chunks, found = _ranked(QCGRetrieval(gamma=1.5, h=0, n=10))
     assert chunks == ["A", "B", "C"]
     assert sorted(found.rows.tolist()) == [0, 2, 3]
     # gamma 1.0 (cos >= 0) also admits rows 1 and 5, not row 4.
-    chunks, found = _ranked(RetrievalParams(gamma=1.0, hops=0, max_query_nodes=10))
+    chunks, found = _ranked(QCGRetrieval(gamma=1.0, h=0, n=10))
     assert sorted(found.rows.tolist()) == [0, 1, 2, 3, 5] and "D" not in chunks
 
 
 def test_threshold_is_inclusive():
     layer = _layer([0.5, 0.25], ["A", "B"], [[], []])
-    chunks, _ = _ranked(RetrievalParams(gamma=1.5, hops=0), layer)
+    chunks, _ = _ranked(QCGRetrieval(gamma=1.5, h=0), layer)
     assert chunks == ["A"]
 
 
 def test_cap_keeps_the_n_most_similar():
-    chunks, found = _ranked(RetrievalParams(gamma=1.0, hops=0, max_query_nodes=2))
+    chunks, found = _ranked(QCGRetrieval(gamma=1.0, h=0, n=2))
     assert sorted(found.rows.tolist()) == [0, 2] and chunks == ["A", "B"]
 
 
 def test_one_hop_adds_unthresholded_neighbours_and_mean_lowers_a_chunk():
-    chunks, found = _ranked(RetrievalParams(gamma=1.5, hops=1, max_query_nodes=2))
+    chunks, found = _ranked(QCGRetrieval(gamma=1.5, h=1, n=2))
     hops = dict(zip(found.rows.tolist(), found.hop.tolist(), strict=True))
     via = dict(zip(found.rows.tolist(), found.via.tolist(), strict=True))
     assert hops == {0: 0, 2: 0, 1: 1, 4: 1, 5: 1}
@@ -73,45 +74,43 @@ def test_one_hop_adds_unthresholded_neighbours_and_mean_lowers_a_chunk():
 
 
 def test_two_hops_reach_further():
-    _, found = _ranked(RetrievalParams(gamma=1.5, hops=2, max_query_nodes=2))
+    _, found = _ranked(QCGRetrieval(gamma=1.5, h=2, n=2))
     hops = dict(zip(found.rows.tolist(), found.hop.tolist(), strict=True))
     assert hops[3] == 2  # 2 -> 1 -> 3
 
 
 def test_top_k_cuts_and_aggregators():
-    chunks, _ = _ranked(RetrievalParams(gamma=1.5, hops=1, max_query_nodes=2, similarity_top_k=2))
+    chunks, _ = _ranked(QCGRetrieval(gamma=1.5, h=1, n=2, K=2))
     assert chunks == ["B", "A"]
-    chunks, found = _ranked(RetrievalParams(gamma=1.5, hops=1, max_query_nodes=2, aggregator="max"))
+    chunks, found = _ranked(QCGRetrieval(gamma=1.5, h=1, n=2, aggregator="max"))
     assert chunks[:2] == ["A", "B"] and found.chunk_scores[0] == pytest.approx(0.9)
-    _, found = _ranked(RetrievalParams(gamma=1.5, hops=1, max_query_nodes=2, aggregator="sum"))
+    _, found = _ranked(QCGRetrieval(gamma=1.5, h=1, n=2, aggregator="sum"))
     assert found.chunk_scores[0] == pytest.approx(1.2)  # A: 0.9 + 0.3
 
 
 def test_ties_prefer_more_support_then_the_earlier_chunk():
     # A: one node at 0.5; B: two nodes at 0.5; C: one node at 0.5.
     layer = _layer([0.5, 0.5, 0.5, 0.5], ["A", "B", "B", "C"], [[], [], [], []])
-    chunks, _ = _ranked(RetrievalParams(gamma=1.0, hops=0), layer)
+    chunks, _ = _ranked(QCGRetrieval(gamma=1.0, h=0), layer)
     assert chunks == ["B", "A", "C"]
 
 
 def test_nothing_passes_or_empty_layer():
-    chunks, _ = _ranked(RetrievalParams(gamma=2.0, hops=1))
+    chunks, _ = _ranked(QCGRetrieval(gamma=2.0, h=1))
     assert chunks == []
     empty = QueryLayer.empty(3, dim=2)
-    assert (
-        len(collect(empty, QUERY, RetrievalParams(), MatrixSearch(empty.matrix)).chunk_codes) == 0
-    )
+    assert len(collect(empty, QUERY, QCGRetrieval(), MatrixSearch(empty.matrix)).chunk_codes) == 0
 
 
 @pytest.mark.parametrize(
     "bad",
     [
-        {"similarity_top_k": 0},
-        {"max_query_nodes": 0},
-        {"hops": -1},
+        {"K": 0},
+        {"n": 0},
+        {"h": -1},
         {"aggregator": "median"},
     ],
 )
 def test_invalid_parameters(bad):
     with pytest.raises(ValueError):
-        RetrievalParams(**bad)
+        QCGRetrieval(**bad)

@@ -7,7 +7,6 @@
 | :mod:`.analysis` | sentences and entities in one pass (`analyze_batch`), parses shared between indexes |
 | :mod:`.parallel` | `ParsePool`: the same analyses in worker processes kept across batches |
 | :mod:`.tokens` | lexical tokens (`tokenize`) and LLM tokens (`count_tokens`, `truncate_tokens`) |
-| :mod:`.bm25` | Okapi BM25 on sparse matrices |
 | :mod:`.bleu` | BLEU and leave-one-out corpus BLEU (CUE-RAG's chunk value) |
 
 The methods use them so: sentences and named entities (ChainRAG's sentence
@@ -26,7 +25,6 @@ from .analysis import (
     shared_parses,
 )
 from .bleu import CorpusNgramIndex, bleu
-from .bm25 import BM25
 from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
 from .parallel import ParsePool
 from .spacy import (
@@ -45,7 +43,6 @@ from .spacy import (
 from .tokens import count_tokens, tokenize, truncate_tokens
 
 __all__ = [
-    "BM25",
     "DEFAULT_ENTITY_LABELS",
     "DEFAULT_SPACY_MODELS",
     "MAX_CHUNK_CHARS",
