@@ -3,7 +3,9 @@
 The public API is re-exported here; see the documentation site for tutorials.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import version
+
+__version__ = version("llama-index-graphrag-ext")
 
 from .baselines import BM25Retriever, DenseRetriever, build_dense_index  # noqa: E402
 from .compose import SharedResources, build_router, fuse_retrievers  # noqa: E402

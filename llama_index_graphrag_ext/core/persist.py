@@ -135,12 +135,12 @@ def _fsync_dir(folder: Path) -> None:
 
 def write_manifest(folder: Path, kind: str, format_version: int, **extra: Any) -> None:
     """Write the manifest naming the index ``kind`` and its ``format_version``."""
-    from llama_index_graphrag_ext import __version__
+    from importlib.metadata import version
 
     data = {
         "kind": kind,
         "format_version": format_version,
-        "library_version": __version__,
+        "library_version": version("llama-index-graphrag-ext"),
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **extra,
     }

@@ -29,7 +29,7 @@ from llama_index.core.schema import Document
 
 from ..compose.fusion import fuse_retrievers
 from ..core.config import ConfigError
-from .registry import BenchContext, BenchSystem, build_spec_system, resolve
+from .systems import BenchContext, BenchSystem, build_spec_system, spec_config
 
 #: Fixed names and the fusion each stands for.
 ALIASES = {
@@ -79,13 +79,18 @@ def part_names(name: str) -> list[str]:
 def fusion_tier(name: str, options: Mapping[str, Any] | None) -> str:
     """The fusion's tier; an LLM part outside ``fusion-llm-`` is an error."""
     _, allow_llm, parts = _parse(name)
-    tiers = {part: resolve(part, options).tier for part in parts}
+    tiers = {part: _tier(part, options) for part in parts}
     needs = [p for p, t in tiers.items() if t != "llm-free"]
     if needs and not allow_llm:
         raise ConfigError(
             f"fusion parts {needs} need an LLM; use fusion-llm-<mode>:... to fuse them"
         )
     return "llm" if needs else "llm-free"
+
+
+def _tier(part: str, options: Mapping[str, Any] | None) -> str:
+    spec, config = spec_config(part, options)
+    return spec.tier(config)
 
 
 def corpus_fingerprint(documents: Sequence[Document]) -> str:
@@ -124,7 +129,7 @@ class BuiltParts:
         """The built part ``name`` and the seconds building it took now (0 when reused)."""
         options = {k: v for k, v in ctx.options.items() if k not in FUSION_OPTIONS}
         depth = int(ctx.options.get("fusion_depth") or ctx.top_k)
-        resolved = resolve(name, options)
+        spec, config = spec_config(name, options)
         key = (name, depth, tuple(sorted(options.items())))
         fingerprint = corpus_fingerprint(documents)
         with self._lock:
@@ -142,7 +147,7 @@ class BuiltParts:
                 show_progress=ctx.show_progress,
             )
             start = time.perf_counter()
-            system = build_spec_system(resolved.spec, resolved.config, documents, part_ctx)
+            system = build_spec_system(spec, config, documents, part_ctx)
             self._systems[key] = system
             return system, time.perf_counter() - start
 

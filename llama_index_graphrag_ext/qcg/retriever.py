@@ -36,7 +36,7 @@ import logging
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -50,9 +50,6 @@ from ..core.rerank import rerank
 from ..core.search import RowSearcher
 from .config import QCGConfig, QCGRetrieval
 from .graph import QueryLayer
-
-if TYPE_CHECKING:
-    from .index import QueryCentricGraphIndex
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +194,7 @@ def _fill(
 
 
 class QCGRetriever(BaseRetriever):
-    """Query-centric graph retrieval over a :class:`QueryCentricGraphIndex`.
+    """Query-centric graph retrieval over a :class:`~.index.QueryCentricGraphIndex`.
 
     Every returned node is the original chunk (its ``ref_doc_id`` intact) with
     ``metadata["evidence"]`` holding the reasoning path: the chunk score, and for
@@ -219,7 +216,7 @@ class QCGRetriever(BaseRetriever):
 
     def __init__(
         self,
-        index: QueryCentricGraphIndex,
+        index: Any,
         *,
         config: QCGConfig | str | None = None,
         similarity_top_k: int | None = None,
