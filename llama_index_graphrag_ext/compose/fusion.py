@@ -1,23 +1,11 @@
 """Fusion of the suite's retrievers with LlamaIndex's own ``QueryFusionRetriever``.
 
-``QueryFusionRetriever`` works with any retriever, but three things stop it from
-fusing graph retrievers well, and this module adds the small pieces that fix them
-(no fork of the fusion itself):
-
-1. **Identity.** LlamaIndex merges results by ``node.hash``, which covers the
-   node's text *and metadata*. Every retriever of the suite puts its evidence in
-   the metadata, so the same passage found by two retrievers has two hashes and
-   is never merged: reciprocal-rank fusion then lists it twice and sums nothing.
-   :class:`PassageNode` keeps the evidence but hashes only the passage's identity.
-2. **Order and scale.** Reciprocal-rank fusion re-sorts each list by score, yet
-   some retrievers rank by something other than their reported score (CUE-RAG's
-   Q-Iter, ChainRAG's graph order), and the scales differ (BM25 scores reach
-   tens, cosine stays below one, LP-RAG's link probabilities crowd near one).
-   :class:`PassageRetriever` rescales each list to [0, 1] and keeps the
-   retriever's own order.
-3. **Setup.** ``QueryFusionRetriever(llm=None)`` resolves ``Settings.llm``, which
-   without an OpenAI key raises even when ``num_queries=1`` never asks an LLM
-   anything. :func:`fuse_retrievers` passes an inert LLM in that case.
+Three small pieces make it fuse graph retrievers well: :class:`PassageNode`
+hashes only the passage's identity (LlamaIndex merges by ``node.hash``, which
+covers the evidence metadata); :class:`PassageRetriever` rescales each list to
+[0, 1] while keeping the retriever's own order (some rank by something other
+than their score); :func:`fuse_retrievers` passes an inert LLM when no query
+variants are asked for, so ``Settings.llm`` is never resolved.
 """
 
 from __future__ import annotations
@@ -57,10 +45,7 @@ MODE_ALIASES = {
 class PassageNode(TextNode):
     """A text node whose hash is the identity of what it stands for, not its metadata.
 
-    Retrieval evidence differs between retrievers, so it must not change the hash
-    that ``QueryFusionRetriever`` merges on. Everything else is a plain
-    ``TextNode`` (the class name is ``TextNode``'s, so serialised results load
-    back as ordinary text nodes).
+    Otherwise a plain ``TextNode`` (serialised results load back as text nodes).
     """
 
     _identity: str = PrivateAttr(default="")
@@ -88,15 +73,10 @@ def normalise_scores(scores: Sequence[float | None], mode: ScoreMode = "minmax")
     """Scores on [0, 1] that never increase along the given order.
 
     Args:
-        scores: One score per result, in the retriever's ranking order (``None``
-            allowed: such results are scored by rank).
-        mode: ``minmax`` rescales the raw scores so the list's best is 1 and its
-            worst 0; ``rank`` ignores them and gives ``1 / (1 + rank)``; ``raw``
-            keeps them (``None`` becomes 0). ``minmax`` and ``rank`` then cap each
-            score at its predecessor's, so sorting by score keeps the order.
-
-    Returns:
-        The new scores.
+        scores: One score per result, in ranking order (``None``: scored by rank).
+        mode: ``minmax`` rescales best to 1 and worst to 0; ``rank`` gives
+            ``1 / (1 + rank)``; ``raw`` keeps them (``None`` becomes 0).
+            ``minmax`` and ``rank`` cap each score at its predecessor's.
     """
     n = len(scores)
     if mode == "raw":
@@ -118,21 +98,14 @@ def normalise_scores(scores: Sequence[float | None], mode: ScoreMode = "minmax")
 class PassageRetriever(BaseRetriever):
     """Adapts any retriever for fusion: one result per passage, comparable scores.
 
-    For each query it runs ``retriever``, keeps the first (best-ranked) result of
-    each passage (``key="passage"``: results are grouped by their source
-    document, so sentence- or unit-level nodes of one passage count once) or of
-    each node (``key="node"``), rescales the scores (see
-    :func:`normalise_scores`) and returns :class:`PassageNode` copies whose
-    evidence records the retriever's name, rank and raw score next to its own
-    evidence. Non-text nodes pass through unchanged (counted in
-    :attr:`passed_through`).
+    Keeps the best-ranked result of each passage (``key="passage"``: by source
+    document) or node (``key="node"``), rescales the scores
+    (:func:`normalise_scores`) and returns :class:`PassageNode` copies whose
+    evidence records the retriever's name, rank and raw score. Non-text nodes
+    pass through unchanged (counted in :attr:`passed_through`).
 
     Args:
-        retriever: Any LlamaIndex retriever.
         name: Shown in the evidence (default: the retriever's class name).
-        scores: ``minmax`` (default), ``rank`` or ``raw``.
-        key: ``passage`` (default) or ``node``.
-        callback_manager: Callbacks; the wrapped retriever keeps its own.
     """
 
     def __init__(
@@ -221,25 +194,14 @@ def fuse_retrievers(
 
     Args:
         retrievers: The retrievers, by name (names go into the evidence) or as a list.
-        mode: A LlamaIndex fusion mode or its short name: ``rrf``
-            (``reciprocal_rerank``), ``rel`` (``relative_score``), ``dist``
-            (``dist_based_score``) or ``simple``.
-        similarity_top_k: Results of the fused list.
-        weights: Per-retriever weights (``relative_score`` and ``dist`` only;
-            LlamaIndex's reciprocal-rank fusion ignores them).
+        mode: A LlamaIndex fusion mode or a short name from ``MODE_ALIASES``.
+        weights: Per-retriever weights (``relative_score`` and ``dist`` only).
         scores: How each list's scores are rescaled (:func:`normalise_scores`).
         key: Merge by ``passage`` (source document) or by ``node``.
-        num_queries: 1 (default) fuses the original query only; more makes
-            ``llm`` write query variants (LlamaIndex's query generation).
-        llm: The LLM for query generation; only needed when ``num_queries > 1``.
+        num_queries: More than 1 makes ``llm`` write query variants.
         use_async: Run the retrievers as concurrent tasks. Off by default: the
-            suite's retrievers are CPU-bound, so tasks gain nothing, and
-            LlamaIndex's sync path then calls ``asyncio.run``, which fails inside
-            a running event loop (Jupyter). ``aretrieve`` is concurrent either way.
-        callback_manager: Callbacks for the fusion retriever.
-
-    Returns:
-        A ``QueryFusionRetriever``; its results are :class:`PassageNode` copies.
+            retrievers are CPU-bound, and LlamaIndex's sync path then calls
+            ``asyncio.run``, which fails inside a running loop (Jupyter).
 
     Raises:
         ValueError: No retrievers, an unknown mode, weights of the wrong length,
@@ -263,8 +225,7 @@ def fuse_retrievers(
     adapted = [PassageRetriever(r, name, scores=scores, key=key) for name, r in named]
     return QueryFusionRetriever(
         adapted,
-        # the query-generation LLM is never called with num_queries=1; an inert one
-        # keeps LlamaIndex from resolving Settings.llm (OpenAI, which needs a key)
+        # never called with num_queries=1; keeps LlamaIndex from resolving Settings.llm
         llm=llm if llm is not None else MockLLM(),
         mode=MODE_ALIASES[mode],
         similarity_top_k=similarity_top_k,

@@ -1,9 +1,7 @@
 """Routing: summarization questions to FG-RAG, factoid questions to a retrieval method.
 
-LlamaIndex's ``RouterQueryEngine`` fits as it is; what the suite adds is an
-LLM-free selector (:class:`QuestionTypeSelector`, rules in
-:func:`classify_question`) and :func:`build_router`, which wires either selector
-to two engines. The LLM alternative is LlamaIndex's ``LLMSingleSelector``.
+Adds to LlamaIndex's ``RouterQueryEngine`` an LLM-free selector
+(:class:`QuestionTypeSelector`) and :func:`build_router`.
 """
 
 from __future__ import annotations
@@ -28,13 +26,9 @@ from llama_index.core.tools import QueryEngineTool, ToolMetadata
 
 QuestionKind = Literal["summary", "factoid"]
 
-# --- the rules ------------------------------------------------------------------------
-# Each matching rule adds its weight; a total of 1 or more means "summary". Why these:
-# query-focused summarization questions ask about a whole collection ("the dataset",
-# "across the passages"), about abstractions (themes, roles, patterns) and open with
-# "how" or "in what ways"; factoid multi-hop questions open with who/when/where/which,
-# ask for a named attribute ("the place of birth of") and name things (capitalised
-# words inside the sentence, years).
+# Query-focused summarization questions ask about the whole collection, about
+# abstractions, and open with "how" or "in what ways"; factoid multi-hop questions
+# open with who/when/where/which, ask for a named attribute and name things.
 
 _SUMMARY_RULES: tuple[tuple[str, float, re.Pattern[str]], ...] = (
     (
@@ -111,7 +105,6 @@ class QuestionType:
     """What :func:`classify_question` decided, and why.
 
     Attributes:
-        kind: ``summary`` (query-focused summarization) or ``factoid``.
         score: Summary evidence minus factoid evidence (``>= threshold``: summary).
         reasons: The rules that fired, with their signed weights.
     """
@@ -124,28 +117,9 @@ class QuestionType:
 def classify_question(question: str, *, threshold: float = 1.0) -> QuestionType:
     """Tell a query-focused summarization question from a factoid one, without an LLM.
 
-    Rules (weights add up; the total is compared with ``threshold``):
-
-    * +2 the question mentions the collection ("the dataset", "the passages",
-      "these narratives", "the authors");
-    * +1 it spans the collection ("across", "throughout", "overall");
-    * +1 it asks about abstractions (themes, roles, patterns, impact,
-      perspectives, evolution, ...);
-    * +1 it opens as an open question ("How do ...", "In what ways", "Why",
-      "What role ...", "Describe", "Summarize");
-    * -2 it opens as a factoid question ("Who", "When", "Where", "Which",
-      "How many", "What is the name of", "Is/Was/Did both ...");
-    * -1 it asks for a named attribute ("place of birth", "director of",
-      "founded", "the first", "nationality");
-    * -1 it names a year or number;
-    * -0.5 per capitalised word after the first word (names), at most -3.
-
-    Args:
-        question: The question.
-        threshold: The smallest total that means "summary".
-
-    Returns:
-        The decision with its score and the rules that fired.
+    Weighted rules add up: the collection, abstractions and open questions
+    count for summary; factoid openings, named attributes, numbers and names
+    (-0.5 each, at most -3) against. A total ``>= threshold`` means summary.
 
     Raises:
         ValueError: Empty question.
@@ -187,13 +161,8 @@ def _find(choices: Sequence[ToolMetadata], wanted: str | int, role: str) -> int:
 class QuestionTypeSelector(BaseSelector):
     """An LLM-free selector: summarization questions to one choice, factoid ones to another.
 
-    Uses :func:`classify_question`; the reason of each selection lists the rules
-    that fired, so ``response.metadata["selector_result"]`` explains the route.
-
-    Args:
-        summary_choice: The summarization engine: its tool name or index.
-        factoid_choice: The factoid engine: its tool name or index.
-        threshold: See :func:`classify_question`.
+    Each selection's reason lists the :func:`classify_question` rules that
+    fired. Choices are tool names or indexes.
     """
 
     def __init__(
@@ -247,23 +216,15 @@ def build_router(
     """A ``RouterQueryEngine`` over a summarization engine and a factoid engine.
 
     Args:
-        summary_engine: For query-focused summarization (e.g. FG-RAG's
-            ``FGRAGQueryEngine``); tool name ``summary``.
-        factoid_engine: For factoid questions (e.g. any retriever of the suite in
-            a ``RetrieverQueryEngine``); tool name ``factoid``.
-        selector: ``heuristic`` (:class:`QuestionTypeSelector`, no LLM call),
-            ``llm`` (LlamaIndex's ``LLMSingleSelector`` with ``llm``) or any
-            ``BaseSelector``.
-        llm: The selector's LLM (required for ``llm``). A single selection never
-            uses the router's summarizer, so without an LLM an inert one is set
-            there (LlamaIndex would otherwise resolve ``Settings.llm``).
-        summary_description: What the LLM selector reads about the summary engine.
-        factoid_description: What it reads about the factoid engine.
-        verbose: Print each selection.
+        summary_engine: For query-focused summarization; tool name ``summary``.
+        factoid_engine: For factoid questions; tool name ``factoid``.
+        selector: ``heuristic`` (:class:`QuestionTypeSelector`), ``llm``
+            (LlamaIndex's ``LLMSingleSelector``) or any ``BaseSelector``.
+        llm: The selector's LLM (required for ``llm``); without one an inert LLM
+            keeps the router from resolving ``Settings.llm``.
 
     Returns:
-        The router; each response's ``metadata["selector_result"]`` says which
-        engine answered and why.
+        The router; ``metadata["selector_result"]`` says which engine answered and why.
 
     Raises:
         ValueError: ``selector="llm"`` without ``llm``, or an unknown selector.

@@ -1,27 +1,9 @@
 """One corpus, several indexes: share embeddings, spaCy parses and LLM responses.
 
-Each method embeds, parses and (with an LLM) prompts on its own. When several
-indexes are built over one corpus much of that work is the same: the methods
-embed many of the same texts (passages; sentences where their splits agree),
-and methods that parse the same texts the same way (FG-RAG and ChainRAG, with
-spaCy's parser) can share one spaCy pass. CUE-RAG splits its sentence units by
-punctuation rules and runs NER alone, so its parses are its own unless it is
-built with ``sentence_splitter="model"``.
-:class:`SharedResources` holds one cached embedder, one parse cache and one LLM
-cache file, and :meth:`SharedResources.sharing` makes the parse cache current
-while indexes are built:
-
-```python
-shared = SharedResources(cache_dir="cache/")
-with shared.sharing():
-    cue = MultiPartiteIndex.from_documents(docs, embed_model=shared.embed_model)
-    fg = FGRAGIndex.from_documents(docs, embed_model=shared.embed_model)  # reuses vectors
-print(shared.stats())
-```
-
-What sharing saves on a benchmark corpus is measured by
-[`measure_sharing`][llama_index_graphrag_ext.eval.sharing.measure_sharing]
-(``python -m llama_index_graphrag_ext.eval.sharing --data DIR``).
+Indexes over one corpus embed many of the same texts, and methods that parse
+texts the same way can share one spaCy pass. :class:`SharedResources` holds one
+cached embedder, one parse cache and one LLM cache file; what it saves is
+measured by [`measure_sharing`][llama_index_graphrag_ext.eval.sharing.measure_sharing].
 """
 
 from __future__ import annotations
@@ -47,16 +29,13 @@ class SharedResources:
     """The expensive, reusable parts of indexing, held once for several indexes.
 
     Args:
-        embed_model: The embedder (``Settings`` or the embedded MiniLM when
-            omitted). Wrapped in a
+        embed_model: The embedder, wrapped in a
             [`CachedEmbedding`][llama_index_graphrag_ext.core.embed_cache.CachedEmbedding]
             unless it is one already.
-        cache_dir: Where the embedding cache (``embeddings.sqlite``) and the LLM
-            response cache (``llm.sqlite``) live; ``None`` keeps embeddings in
-            memory and gives no LLM cache path.
-        llm: The LLM the methods should use (kept here so one object serves all).
+        cache_dir: Where ``embeddings.sqlite`` and ``llm.sqlite`` live; ``None``
+            keeps embeddings in memory and gives no LLM cache path.
         cache_queries: Also cache query embeddings (fused retrievers embed the
-            same query once per part; caching makes that once in all).
+            same query once per part).
     """
 
     def __init__(
@@ -83,9 +62,8 @@ class SharedResources:
     def llm_cache_path(self) -> str | None:
         """One sqlite file for every method's LLM responses (``None`` without ``cache_dir``).
 
-        Pass it where a method takes ``cache_path=`` / ``llm_cache_path=``; keys
-        hold the model, prompt and parameters, so methods never see each other's
-        answers unless they asked the same question of the same model.
+        Keys hold the model, prompt and parameters, so methods share only
+        identical questions to the same model.
         """
         return str(self.cache_dir / "llm.sqlite") if self.cache_dir else None
 

@@ -1,9 +1,7 @@
 """Async index writes that never block the caller's event loop.
 
-Building is CPU work (embedding, graph construction) whose LLM calls already
-run on the suite's own loop, so the async twins of LlamaIndex's write methods
-run the sync method in a worker thread instead of on the caller's loop (which
-is what ``BaseIndex``'s inherited ``ainsert`` would do).
+Building is CPU work whose LLM calls already run on the suite's own loop, so the
+async twins run the sync method in a worker thread.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Approximate k-nearest-neighbour lists for large tables (faiss IVF, inner product).
 
-Exact kNN graphs (:func:`~.embeddings.knn_graph`) cost ``n x m x d`` multiply-adds:
-quadratic in the corpus. At a few tens of thousands of rows that is seconds; at
-the 300k sentence nodes of a 64k-chunk corpus it is over an hour on two cores,
-the single cost that made QCG-RAG's and ChainRAG's index time grow faster than
-the corpus (``docs/scaling.md``). Past :data:`APPROX_FROM_PAIRS` candidate pairs
-the suite's kNN graphs use an inverted-file index instead:
-
-1. k-means on a seeded sample puts the candidate rows into ``nlist`` cells
-   (``nlist`` about ``2 sqrt(m)``);
-2. each query row is compared exactly with the rows of its ``nprobe`` nearest
-   cells only.
-
-Work per query falls from ``m`` to about ``nprobe x m / nlist`` rows. The lists are
-deterministic for a given input (seeded sample, seeded k-means, exact scoring
-inside the cells); what is lost is recall: a true neighbour in a cell outside
-the ``nprobe`` probed is missed. :func:`knn_recall` measures that against the
-exact lists (``tests/core/test_ann.py`` pins it on real-shaped data).
+Exact kNN graphs are quadratic in the corpus (``docs/scaling.md``). Past
+:data:`APPROX_FROM_PAIRS` candidate pairs, k-means on a seeded sample puts the
+candidates into about ``2 sqrt(m)`` cells and each query is scored exactly against
+its ``nprobe`` nearest cells only. The lists are deterministic; a neighbour in an
+unprobed cell is missed (:func:`knn_recall` measures it).
 """
 
 from __future__ import annotations
@@ -64,13 +52,9 @@ def ivf_knn(
     """Approximate top-``k`` candidates by inner product for every query row.
 
     Args:
-        queries: ``(n, d)`` unit rows.
-        candidates: ``(m, d)`` unit rows (may be ``queries`` itself).
-        k: Neighbours per query.
         exclude_self: ``queries`` and ``candidates`` are the same table; drop
             each row's own index from its list.
         nprobe: Cells searched per query (more: slower and closer to exact).
-        seed: Seed of the training sample and of k-means.
 
     Returns:
         ``(indices, scores)`` of shape ``(n, k)``, best first; ``-1`` / ``-inf``
@@ -90,8 +74,7 @@ def ivf_knn(
     index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
     index.cp.seed = seed
     index.cp.niter = 8
-    # k-means only places the cells, so a small seeded sample does (40 per cell):
-    # training on everything cost more than the search itself.
+    # k-means only places the cells, so a small seeded sample does (40 per cell).
     sample_size = min(m, 40 * nlist)
     rng = np.random.default_rng(seed)
     sample = candidates[np.sort(rng.choice(m, size=sample_size, replace=False))]

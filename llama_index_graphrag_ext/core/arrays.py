@@ -1,21 +1,9 @@
 """The suite's array toolkit: packed string tables and compressed sparse rows.
 
-Methods keep their graphs as flat arrays rather than one Python object per
-node or edge (``docs/scaling.md``, "Memory"): small objects made while a
-build's temporaries are alive stay scattered over the allocator's arenas and
-keep them resident. Two shapes recur in every method, and live here once:
-
-* :class:`StringTable`: strings as one UTF-8 buffer and an ``int64`` end offset
-  per string; ``table[i]`` decodes string ``i``. It is a plain sequence
-  (:meth:`~StringTable.append`, :meth:`~StringTable.extend`, repeats allowed)
-  and an interner (:meth:`~StringTable.intern`, :meth:`~StringTable.find`):
-  lookups go through a hash index of two numpy arrays, built on first use, so
-  no Python string is kept per entry.
-* :func:`csr`: ``(row, column)`` pairs grouped by row into ``indptr`` and the
-  ordered columns, the compressed-sparse-row layout of every adjacency list;
-  :func:`csr_order` gives the permutation instead (to carry values along),
-  :func:`indptr_of` the offsets of per-row counts, :func:`take_rows` the rows of
-  a CSR, :func:`spans` / :func:`ragged_gather` the ragged slices behind them.
+Methods keep their graphs as flat arrays rather than one Python object per node
+or edge (``docs/scaling.md``, "Memory"). :class:`StringTable` holds strings as
+one UTF-8 buffer and is both a sequence and an interner; :func:`csr` and its
+helpers build the compressed-sparse-row layout of every adjacency list.
 """
 
 from __future__ import annotations
@@ -29,9 +17,6 @@ import numpy as np
 
 _ENCODING, _ERRORS = "utf-8", "surrogatepass"
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-
-
-# ---------------------------------------------------------------------- CSR
 
 
 def indptr_of(counts: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -112,11 +97,6 @@ def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + shift
 
 
-def ragged_gather(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``concatenate([values[s:s + c] for s, c in zip(starts, counts)])`` without the loop."""
-    return values[spans(starts, counts)]
-
-
 def take_rows(
     indptr: np.ndarray, cols: np.ndarray, rows: Sequence[int] | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -144,9 +124,6 @@ def first_appearance_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse.ravel()], uniq[order]
 
 
-# -------------------------------------------------------------- string table
-
-
 def _hash(text: str) -> int:
     return hash(text) & _MASK64
 
@@ -155,10 +132,8 @@ class _HashIndex:
     """64-bit hash -> ids, as sorted arrays plus a small dict of recent entries.
 
     Equal hashes may stand for different strings: callers check each candidate.
-    Entries added one at a time wait in the dict and are merged into the arrays
-    once there are enough of them, so a lookup is a binary search. The two
-    arrays are swapped in together (one tuple), so a reader never pairs the
-    keys of one version with the ids of another.
+    The two arrays are swapped in together (one tuple), so a reader never pairs
+    the keys of one version with the ids of another.
     """
 
     __slots__ = ("arrays", "recent", "_pending")
@@ -213,14 +188,9 @@ class _HashIndex:
 class StringTable(Sequence[str]):
     """Strings in one UTF-8 buffer with an end offset each; ``table[i]`` decodes string ``i``.
 
-    Ids are dense and permanent: the table only grows (:meth:`take` and
-    :meth:`concat` make new tables). Appends never change what earlier ids
-    read, so readers on other threads may read and look up strings while one
-    writer grows it (writes, and the lookup index's first build, take a lock).
-    Texts are encoded with ``surrogatepass``, so any Python string round-trips.
-
-    Args:
-        strings: Initial strings, appended as they are (repeats kept).
+    Ids are dense and permanent: the table only grows, and appends never change
+    what earlier ids read, so other threads may read and look up while one
+    writer grows it. Any Python string round-trips (``surrogatepass``).
     """
 
     __slots__ = ("_buf", "_ends", "_n", "_index", "_lock")
@@ -253,8 +223,6 @@ class StringTable(Sequence[str]):
     def ends(self) -> np.ndarray:
         """int64 ``(n,)``: string ``i`` is bytes ``ends[i - 1]`` (0 for the first) to ``ends[i]``."""
         return self._ends[: self._n]
-
-    # ------------------------------------------------------------- reading
 
     def __len__(self) -> int:
         return self._n
@@ -320,32 +288,10 @@ class StringTable(Sequence[str]):
         starts = np.where(ids > 0, ends[np.maximum(ids - 1, 0)], 0)
         return ends[ids] - starts
 
-    def containing(self, needle: str | bytes) -> np.ndarray:
-        """Sorted ids of the strings that contain ``needle`` (one scan of the buffer)."""
-        if isinstance(needle, str):
-            needle = needle.encode(_ENCODING, _ERRORS)
-        buf, hits = self._buf, []
-        at = buf.find(needle)
-        while at >= 0:
-            hits.append(at)
-            at = buf.find(needle, at + 1)
-        if not hits:
-            return np.zeros(0, dtype=np.int64)
-        where = np.asarray(hits, dtype=np.int64)
-        ends = self.ends
-        owner = np.searchsorted(ends, where, "right")
-        # A match may straddle two strings; keep it only when it ends inside its own.
-        inside = (owner < len(ends)) & (
-            where + len(needle) <= ends[np.minimum(owner, len(ends) - 1)]
-        )
-        return np.unique(owner[inside])
-
     def nbytes(self) -> int:
         """Bytes held: the buffer, the offsets and the lookup index (once built)."""
         index = self._index.nbytes() if self._index is not None else 0
         return len(self._buf) + int(self._ends.nbytes) + index
-
-    # ------------------------------------------------------------- writing
 
     def _reserve(self, extra: int) -> None:
         need = self._n + extra
@@ -456,8 +402,6 @@ class StringTable(Sequence[str]):
             if self._index is not None:
                 self._index.settle()
 
-    # ----------------------------------------------------------- new tables
-
     def take(self, ids: Sequence[int] | np.ndarray) -> StringTable:
         """A new table of the strings ``ids``, in that order."""
         ids = np.asarray(ids, dtype=np.int64)
@@ -486,7 +430,6 @@ __all__ = [
     "csr_order",
     "first_appearance_codes",
     "indptr_of",
-    "ragged_gather",
     "spans",
     "take_rows",
 ]

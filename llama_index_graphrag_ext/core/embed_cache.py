@@ -1,9 +1,6 @@
 """A persistent embedding cache: wrap any embedder so each text is embedded once.
 
-Useful when several indexes are built over one corpus (their chunk texts are
-embedded once, see the composition docs) and while iterating on a method.
-Vectors are stored in the same sqlite store as LLM responses
-(:class:`~.cache.LLMCache`), keyed by the embedder's name and the text.
+Vectors live in an :class:`~.llm.cache.LLMCache` store, keyed by the embedder's name and the text.
 """
 
 from __future__ import annotations
@@ -34,11 +31,7 @@ def _decode(text: str) -> list[float]:
 class CachedEmbedding(BaseEmbedding):
     """An embedder that looks every text up in a persistent cache before embedding it.
 
-    Args:
-        inner: The embedder doing the work.
-        cache_path: sqlite file for the vectors (``None`` keeps them in memory).
-
-    Query embeddings are cached too unless ``cache_queries=False``.
+    ``cache_path``: the sqlite file (``None`` keeps vectors in memory).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -54,9 +47,8 @@ class CachedEmbedding(BaseEmbedding):
         kw.setdefault("model_name", f"cached:{inner.model_name}")
         super().__init__(inner=inner, **kw)
         self._cache = LLMCache(cache_path)
-        # A pooling wrapper keeps its inner embedder's namespace: texts within the
-        # window get that embedder's vectors, and pooled texts get their own
-        # key kind (see _kinds), never a truncated vector cached without pooling.
+        # A pooling wrapper keeps its inner embedder's namespace; pooled texts get
+        # their own key kind (see _kinds), never a truncated vector.
         model = inner.inner if isinstance(inner, PooledEmbedding) else inner
         self._namespace = f"embedding:{type(model).__name__}:{model.model_name}"
 

@@ -36,15 +36,8 @@ def embed_texts(
 ) -> np.ndarray:
     """Embed ``texts`` in batches and return a normalised ``(n, d)`` float32 matrix.
 
-    Texts are embedded in order of length so each batch pads little (the same
-    trick sentence-transformers uses inside one call), then put back in order.
-
-    Args:
-        embed_model: Any LlamaIndex embedder.
-        texts: The texts; empty strings are embedded as a single space.
-        batch_size: Texts per call; defaults to the embedder's ``embed_batch_size``.
-        show_progress: Show a progress bar.
-        desc: Label of the progress bar.
+    Texts are embedded longest first so each batch pads little, then put back in
+    order; blank texts are embedded as a single space.
     """
     n = len(texts)
     if n == 0:
@@ -113,14 +106,8 @@ def top_k(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` rows of ``matrix`` by dot product with ``query``.
 
-    Args:
-        matrix: ``(n, d)`` unit rows.
-        query: ``(d,)`` unit vector.
-        k: How many; more than ``n`` returns all.
-        mask: Optional boolean ``(n,)``; rows where it is False are skipped.
-
-    Returns:
-        ``(indices, scores)``, best first; equal scores keep the lower index first.
+    Returns ``(indices, scores)``, best first, ties by lower index; rows where the
+    boolean ``mask`` is False are skipped.
     """
     n = matrix.shape[0]
     if n == 0 or k <= 0:
@@ -142,8 +129,7 @@ def top_k_of_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=scores.dtype)
     if k < n:
         part = np.argpartition(-scores, k - 1)[:k]
-        # argpartition may cut inside a run of equal scores; widen to all ties of
-        # the k-th value so the lower-index rule holds exactly.
+        # Widen to all ties of the k-th value so the lower-index rule holds exactly.
         kth = scores[part].min()
         part = np.union1d(part, np.flatnonzero(scores == kth))
     else:
@@ -165,20 +151,16 @@ def knn_graph(
 ) -> tuple[np.ndarray, np.ndarray]:
     """k-nearest-neighbour lists by cosine: exact in row blocks, or approximate when large.
 
-    Each block of rows is multiplied against all rows at once (one BLAS call), so
-    memory stays at ``block_size * n`` floats and time is one pass of matrix
-    products.
+    The exact search multiplies a block of rows against all candidates at once,
+    so memory stays at ``block_size * m`` floats.
 
     Args:
         matrix: ``(n, d)`` unit rows (the queries).
         k: Neighbours per row; capped at the number of candidates.
-        block_size: Rows per block.
         exclude_self: Drop each row's own index (only when ``others`` is None).
         others: Optional ``(m, d)`` candidate rows; defaults to ``matrix`` itself.
-        approximate: ``None`` (default): exact below
-            :data:`~.ann.APPROX_FROM_PAIRS` query-candidate pairs, the faiss
-            inverted-file search (:func:`~.ann.ivf_knn`) above; ``True`` /
-            ``False`` force one. The exact search is quadratic in the rows.
+        approximate: ``None``: exact below :data:`~.ann.APPROX_FROM_PAIRS`
+            query-candidate pairs, :func:`~.ann.ivf_knn` above; a bool forces one.
 
     Returns:
         ``(indices, scores)`` of shape ``(n, k')``, best first, ties by lower index.
@@ -250,11 +232,7 @@ def _upper_edges(mat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def mutual_knn_edges(
     indices: np.ndarray, scores: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Edges ``i < j`` where each lists the other among its neighbours (mutual kNN).
-
-    Returns:
-        ``(rows, cols, scores)`` arrays, one entry per undirected edge.
-    """
+    """``(rows, cols, scores)`` of edges ``i < j`` where each lists the other (mutual kNN)."""
     if indices.size == 0:
         return _no_edges()
     mat = _knn_sparse(indices, scores)
@@ -265,11 +243,7 @@ def mutual_knn_edges(
 def union_knn_edges(
     indices: np.ndarray, scores: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Edges ``i < j`` where either lists the other among its neighbours.
-
-    Returns:
-        ``(rows, cols, scores)`` arrays, one entry per undirected edge.
-    """
+    """``(rows, cols, scores)`` of edges ``i < j`` where either lists the other."""
     if indices.size == 0:
         return _no_edges()
     mat = _knn_sparse(indices, scores)

@@ -1,35 +1,11 @@
-"""The typed graph every index hands to the viewer, the exporters and its persisted folder.
+"""The typed graph every index exports for the viewer, GraphML and ``graph.json.gz``.
 
-`TypedGraph` is the suite's *export model*: each method retrieves from its own
-compact structures (arrays, sparse matrices, `QueryLayer`, `SentenceGraph`, ...)
-and builds a `TypedGraph` of them on demand, for ``graphrag-ext viz``
-(`core.viz`) and ``graph.json.gz`` (`core.graph_format`). So the class offers
-what builders and those readers need (bulk adds, adjacency lookups, counts by
-kind) and no graph algorithms: export to GraphML and use networkx for those.
-
-Every node has a *kind* (``"chunk"``, ``"entity"``, ``"sentence"``, ...) and
-every edge a kind (``"EC"``, ``"SS"``, ``"member"``, ...) and an optional float
-weight; both may carry small JSON-serialisable attributes. Why a multigraph:
-several methods link one pair of nodes in more than one way (ChainRAG joins two
-sentences by entity co-occurrence *and* similarity), so the edge kind is the
-multigraph key. A pair has at most one edge per kind; adding it again updates it.
-
-Storage layout (a `networkx.MultiGraph`)::
-
-    G.nodes[node_id]          == {"kind": node_kind, **node_attrs}
-    G[u][v][edge_kind]        == {"weight": w, **edge_attrs}   # "weight" only if set
-
-Thread-safety: read methods only read plain dicts, so any number of threads may
-read at once while no writer runs. Writers (`add_*`, `remove_*`, `meta` edits)
-are not synchronised: the owner builds the graph before handing it out.
-
-Example:
-    >>> g = TypedGraph()
-    >>> g.add_nodes(["s1", "s2"], "sentence")
-    >>> g.add_edges([("s1", "s2"), ("s2", "s1")], "EC")  # undirected: one edge
-    1
-    >>> g.neighbors("s1", "EC")
-    ['s2']
+Each method retrieves from its own compact structures and builds a `TypedGraph`
+on demand, so the class offers bulk adds, adjacency lookups and counts by kind,
+and no graph algorithms (export to GraphML and use networkx for those). It is a
+multigraph keyed by edge kind because some methods link one pair in several ways
+(ChainRAG: entity co-occurrence *and* similarity). Reads are thread-safe while
+no writer runs; writers are not synchronised.
 """
 
 from __future__ import annotations
@@ -62,35 +38,23 @@ def _check_id(node_id: object) -> None:
 class TypedGraph(graph_format.GraphFiles):
     """Undirected graph with typed nodes and typed, optionally weighted edges.
 
-    Node ids are strings. Each node has exactly one kind, fixed when it is first
-    added. Each unordered pair of nodes has at most one edge per edge kind;
-    different kinds between the same pair coexist. Self-loops are not allowed.
+    Node ids are strings; a node's kind is fixed when it is first added. A pair
+    has at most one edge per kind; no self-loops. Lookups of unknown nodes raise
+    ``KeyError``.
 
     Attributes:
-        meta: Free-form, JSON-serialisable graph-level metadata (for example the
-            parameters the graph was built with). Saved and loaded with the graph.
+        meta: JSON-serialisable graph-level metadata, saved and loaded with the graph.
     """
 
     def __init__(self, meta: Mapping[str, Any] | None = None) -> None:
-        """Create an empty graph with optional graph-level metadata (copied)."""
         self._g = nx.MultiGraph()
-        # kind -> insertion-ordered set of node ids (dict keys), so that
-        # `nodes(kind)` and `num_nodes(kind)` never scan the whole graph.
+        # kind -> insertion-ordered set of node ids: no whole-graph scans by kind.
         self._by_kind: dict[str, dict[str, None]] = {}
         self._edge_counts: Counter[str] = Counter()
         self.meta: dict[str, Any] = dict(meta or {})
 
-    # ------------------------------------------------------------------ nodes
-
     def add_node(self, node_id: str, kind: str, **attrs: Any) -> None:
         """Add a node, or merge attributes into an existing node of the same kind.
-
-        One at a time, for small hand-made graphs; builders call `add_nodes`.
-
-        Args:
-            node_id: Node id.
-            kind: Node kind, such as ``"chunk"`` or ``"entity"``.
-            **attrs: JSON-serialisable attributes (``kind`` is reserved).
 
         Raises:
             ValueError: If the node exists with another kind.
@@ -103,13 +67,9 @@ class TypedGraph(graph_format.GraphFiles):
         kind: str,
         attrs_list: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> None:
-        """Add many nodes of one kind (what index builders call).
-
-        Existing nodes of the same kind get their attributes merged.
+        """Add many nodes of one kind; existing nodes of that kind get attributes merged.
 
         Args:
-            ids: Node ids.
-            kind: Kind of every node.
             attrs_list: Optional attributes, one mapping (or ``None``) per id.
 
         Raises:
@@ -139,10 +99,8 @@ class TypedGraph(graph_format.GraphFiles):
                         data.update(attrs)
                     continue
                 _check_id(node_id)
-                # Direct writes (what networkx's add_nodes_from does, minus its
-                # per-node overhead: indexes add 100k+ nodes); each node is
-                # complete before the next, so an error part-way leaves the
-                # earlier nodes consistent.
+                # Direct writes (networkx's add_nodes_from minus its per-node
+                # overhead); an error part-way leaves earlier nodes consistent.
                 nodes[node_id] = {"kind": kind, **attrs} if attrs else {"kind": kind}
                 adj[node_id] = {}
                 members[node_id] = None
@@ -152,14 +110,7 @@ class TypedGraph(graph_format.GraphFiles):
             self._clear_nx_cache()
 
     def remove_nodes(self, ids: Iterable[str]) -> int:
-        """Remove nodes and every edge incident to them.
-
-        Args:
-            ids: Node ids; unknown ids are ignored.
-
-        Returns:
-            The number of nodes removed.
-        """
+        """Remove nodes (unknown ids ignored) and their edges; return how many were removed."""
         adj = self._g._adj
         nodes = self._g._node
         removed = 0
@@ -184,19 +135,11 @@ class TypedGraph(graph_format.GraphFiles):
         return node_id in self._g._node
 
     def node_kind(self, node_id: str) -> str:
-        """Return the kind of a node.
-
-        Raises:
-            KeyError: If the node does not exist.
-        """
+        """Return the kind of a node."""
         return self._node_data(node_id)["kind"]
 
     def node_attrs(self, node_id: str) -> dict[str, Any]:
-        """Return a copy of a node's attributes (without its kind).
-
-        Raises:
-            KeyError: If the node does not exist.
-        """
+        """Return a copy of a node's attributes (without its kind)."""
         data = self._node_data(node_id)
         return {k: v for k, v in data.items() if k != "kind"}
 
@@ -216,23 +159,13 @@ class TypedGraph(graph_format.GraphFiles):
         """Return the node kinds present, sorted."""
         return sorted(self._by_kind)
 
-    # ------------------------------------------------------------------ edges
-
     def add_edge(
         self, u: str, v: str, kind: str, weight: float | None = None, **attrs: Any
     ) -> None:
         """Add an edge of a kind between two existing nodes, or update it.
 
-        One at a time, for small hand-made graphs and edge attributes; builders
-        call `add_edges`. If the pair already has an edge of this kind, its
-        weight is replaced when given and ``attrs`` are merged into its attributes.
-
-        Args:
-            u: One endpoint.
-            v: Other endpoint.
-            kind: Edge kind, such as ``"EC"`` or ``"SS"``.
-            weight: Optional weight (stored as a Python float).
-            **attrs: JSON-serialisable attributes (``weight`` is a parameter).
+        An existing edge of this kind gets its weight replaced (when given) and
+        ``attrs`` merged.
 
         Raises:
             KeyError: If an endpoint does not exist.
@@ -249,19 +182,11 @@ class TypedGraph(graph_format.GraphFiles):
         pairs_or_triples: Iterable[tuple[str, str] | tuple[str, str, float | None]],
         kind: str,
     ) -> int:
-        """Add many edges of one kind (what index builders call; fast for 100k+ edges).
+        """Add many edges of one kind, each ``(u, v)`` or ``(u, v, weight)``.
 
-        Each item is ``(u, v)`` or ``(u, v, weight)``. An edge that already
-        exists gets its weight replaced (when one is given). Items with
-        ``u == v`` are skipped and counted in a debug log line.
-
-        This writes into the multigraph's adjacency dicts directly (as networkx's
-        own ``add_edges_from`` does, without its per-edge overhead) and then
-        clears networkx's cache.
-
-        Args:
-            pairs_or_triples: Edge tuples; endpoints must exist.
-            kind: Kind of every edge.
+        An existing edge gets its weight replaced (when given); self-loops are
+        skipped. Writes the adjacency dicts directly, like networkx's
+        ``add_edges_from`` without its per-edge overhead.
 
         Returns:
             The number of edges that were new.
@@ -293,7 +218,7 @@ class TypedGraph(graph_format.GraphFiles):
                     nbrs_u[v] = keydict
                     nbrs_v[u] = keydict
                 data = keydict.get(kind)
-                # float() also turns numpy scalars into plain floats, which JSON can write.
+                # float(): numpy scalars become plain floats, which JSON can write.
                 if data is None:
                     keydict[kind] = {} if weight is None else {"weight": float(weight)}
                     added += 1
@@ -336,11 +261,7 @@ class TypedGraph(graph_format.GraphFiles):
         return removed
 
     def edge_attrs(self, u: str, v: str, kind: str) -> dict[str, Any]:
-        """Return a copy of an edge's attributes (without kind and weight).
-
-        Raises:
-            KeyError: If there is no such edge.
-        """
+        """Return a copy of an edge's attributes (without kind and weight)."""
         try:
             data = self._g._adj[u][v][kind]
         except KeyError:
@@ -355,11 +276,7 @@ class TypedGraph(graph_format.GraphFiles):
     def edges_with_attrs(
         self,
     ) -> Iterator[tuple[str, str, str, float | None, dict[str, Any]]]:
-        """Like `edges`, with each edge's attributes (a copy, without weight) last.
-
-        One pass for writers of whole graphs (`graph_format`), instead of an
-        `edge_attrs` lookup per edge.
-        """
+        """Like `edges`, with each edge's attributes (a copy, without weight) last."""
         for u, v, k, data in self._g.edges(keys=True, data=True):
             yield u, v, k, data.get("weight"), {a: x for a, x in data.items() if a != "weight"}
 
@@ -373,34 +290,15 @@ class TypedGraph(graph_format.GraphFiles):
         """Return the edge kinds present, sorted."""
         return sorted(self._edge_counts)
 
-    # -------------------------------------------------------------- adjacency
-
     def neighbors(self, node_id: str, edge_kind: str | None = None) -> list[str]:
-        """Return the neighbours of a node (an adjacency lookup, no edge scan).
-
-        Args:
-            node_id: The node.
-            edge_kind: Only follow edges of this kind.
-
-        Returns:
-            Neighbour ids, each once, in adjacency insertion order.
-
-        Raises:
-            KeyError: If the node does not exist.
-        """
+        """Return the neighbours of a node (only along ``edge_kind`` edges if given), each once."""
         nbrs = self._adjacency(node_id)
         if edge_kind is None:
             return list(nbrs)
         return [v for v, keydict in nbrs.items() if edge_kind in keydict]
 
     def incident(self, node_id: str) -> list[tuple[str, str, float | None]]:
-        """Return the edges at a node as ``(neighbour, edge_kind, weight)``.
-
-        A neighbour linked by two kinds appears twice.
-
-        Raises:
-            KeyError: If the node does not exist.
-        """
+        """Return the edges at a node as ``(neighbour, edge_kind, weight)``, one per kind."""
         return [
             (v, k, data.get("weight"))
             for v, keydict in self._adjacency(node_id).items()
@@ -408,28 +306,17 @@ class TypedGraph(graph_format.GraphFiles):
         ]
 
     def degree(self, node_id: str) -> int:
-        """Return the number of distinct neighbours.
-
-        Raises:
-            KeyError: If the node does not exist.
-        """
+        """Return the number of distinct neighbours."""
         return len(self._adjacency(node_id))
 
     def stats(self) -> dict[str, Any]:
-        """Return node and edge counts, in total and by kind.
-
-        Returns:
-            ``{"nodes": int, "edges": int, "node_kinds": {kind: n},
-            "edge_kinds": {kind: n}}`` with kinds sorted.
-        """
+        """Return ``{"nodes", "edges", "node_kinds": {kind: n}, "edge_kinds": {kind: n}}``."""
         return {
             "nodes": self.num_nodes(),
             "edges": self.num_edges(),
             "node_kinds": {k: len(self._by_kind[k]) for k in sorted(self._by_kind)},
             "edge_kinds": {k: self._edge_counts[k] for k in sorted(self._edge_counts)},
         }
-
-    # ---------------------------------------------------------------- helpers
 
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._g._node

@@ -1,10 +1,4 @@
-"""The on-disk form of a `TypedGraph`: a compact JSON layout, optionally gzipped.
-
-Every persisted graph index writes its graph as ``graph.json.gz`` (see
-``core.index.GRAPH_FILE``) through `TypedGraph.save`; ``graphrag-ext viz`` and
-the indexes read it back through `TypedGraph.load`. This module holds that
-layout apart from the graph class so that the class reads as a data model and
-the format, with its version, can be read (and changed) in one place.
+"""The on-disk form of a `TypedGraph` (``graph.json.gz``): compact JSON, optionally gzipped.
 
 Layout (version 1)::
 
@@ -17,12 +11,8 @@ Layout (version 1)::
                            "weight": [w or null, ...],            # if any weight
                            "attrs": [[edge_pos, {...}], ...]}}}   # if any attrs
 
-Node ids are written once and edges refer to them by index, and kinds are
-run-length coded because builders add nodes kind by kind: a graph of short
-ids and many edges costs a few bytes per edge before gzip.
-
-Encoding and decoding go through the graph's public methods only, so the
-graph's internal storage can change without touching the format.
+Kinds are run-length coded because builders add nodes kind by kind. Only the
+graph's public methods are used, so its storage can change without the format.
 """
 
 from __future__ import annotations
@@ -79,7 +69,7 @@ def encode(graph: TypedGraph) -> dict[str, Any]:
         if attrs:
             block["attrs"].append([pos, attrs])
     for block in edges.values():
-        # Empty columns are left out: most kinds have no weights or no attributes.
+        # Empty columns are left out.
         if all(w is None for w in block["weight"]):
             del block["weight"]
         if not block["attrs"]:
@@ -147,8 +137,7 @@ def decode(d: Mapping[str, Any], graph_cls: type[TypedGraph]) -> TypedGraph:
 def write(d: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Write `encode` output as one JSON file, gzip-compressed if the name ends in ``.gz``.
 
-    The file is written in place; atomic directory writes are the caller's job
-    (see ``core.persist``).
+    Written in place; atomic directory writes are the caller's job (``core.persist``).
 
     Raises:
         TypeError: If an attribute is not JSON-serialisable.
@@ -188,10 +177,7 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 class GraphFiles:
-    """`TypedGraph`'s persistence methods: the names the indexes and ``graphrag-ext viz`` call.
-
-    Mixed into `TypedGraph`; the layout and the file handling are this module's.
-    """
+    """`TypedGraph`'s persistence methods (a mixin; the layout is this module's)."""
 
     def to_dict(self: TypedGraph) -> dict[str, Any]:
         """Return the compact, JSON-ready form (layout: this module's)."""
@@ -199,23 +185,11 @@ class GraphFiles:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TypedGraph:
-        """Rebuild a graph from `to_dict` output.
-
-        Raises:
-            ValueError: If the format is unknown, the version newer than this
-                code, or the arrays are inconsistent.
-        """
+        """Rebuild a graph from `to_dict` output (see `decode`)."""
         return decode(d, cls)
 
     def save(self: TypedGraph, path: str | os.PathLike[str]) -> None:
-        """Write the graph to one JSON file (gzip-compressed if the name ends in ``.gz``).
-
-        The file is written in place; atomic directory writes are the caller's
-        job (see ``core.persist``).
-
-        Raises:
-            TypeError: If an attribute is not JSON-serialisable.
-        """
+        """Write the graph to one JSON file (see `write`)."""
         write(self.to_dict(), path)
         logger.debug(
             "saved graph (%d nodes, %d edges) to %s", self.num_nodes(), self.num_edges(), path

@@ -17,25 +17,11 @@ _WORD = re.compile(r"\w+")
 class HashEmbedding(BaseEmbedding):
     """Signed hashed bag-of-words vectors: a near-free stand-in embedder of any dimension.
 
-    Each lower-cased word (``\\w+``) adds +1 or -1 (bit 31 of its crc32) to the
-    slot ``crc32 % dim``; the sum is normalised (a text without words gets the
-    first axis). Deterministic and stable across processes, so an index built in
-    one process can be loaded in another.
-
-    Texts that share words get similar vectors, so kNN graphs and thresholds
-    behave as they do on real embeddings (less well, but with the same shapes
-    and costs); only the embedding itself is free. Two uses:
-
-    * ``graphrag-ext scale --embed-model hash:384`` measures how an index's own
-      work grows on corpora too large to embed with MiniLM on a small machine
-      (the real embedder's cost is then timed on a sample);
-    * tests that feed it huge or hostile input: it is cheap for a 10 MB text,
-      and its counters (:attr:`embedded_texts`, :attr:`embedded_chars`,
-      :attr:`longest_text`) let a test check by construction, not by the clock,
-      how often an index embeds each text.
-
-    Args:
-        dim: Vector dimension.
+    Each lower-cased word adds +1 or -1 (bit 31 of its crc32) to the slot
+    ``crc32 % dim``, then the sum is normalised; stable across processes. Texts
+    sharing words get similar vectors, so graphs behave with the same shapes and
+    costs as on real embeddings. Used by ``graphrag-ext scale --embed-model
+    hash:384`` and by tests, whose counters check how often texts are embedded.
     """
 
     dim: int = Field(default=384, gt=0, description="Vector dimension.")
@@ -68,8 +54,7 @@ class HashEmbedding(BaseEmbedding):
             self._texts += 1
             self._chars += len(text)
             self._longest = max(self._longest, len(text))
-        # No per-word cache: it would grow with the vocabulary and count as the
-        # index's own memory in the growth curves. crc32 per word is cheap.
+        # No per-word cache: it would count as the index's memory in growth curves.
         dim = self.dim  # a local: pydantic attribute access is slow
         codes = np.fromiter(
             (zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in _WORD.findall(text.lower())),
@@ -90,6 +75,5 @@ class HashEmbedding(BaseEmbedding):
         return self._vector(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        # Batches go through here too (BaseEmbedding's default), so a test can
-        # hook this one method to stop an index while it embeds.
+        # Batches go through here too, so a test can hook this one method.
         return self._vector(text)

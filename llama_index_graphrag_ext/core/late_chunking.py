@@ -1,32 +1,12 @@
-"""Span vectors from a text's own forward pass ("late chunking").
+"""Span vectors from a text's own forward pass ("late chunking", Günther et al. 2024,
+arXiv:2409.04701).
 
-A method that embeds a passage *and* each of its sentences reads the corpus's
-text twice. With a sentence-transformers embedder the passage's forward pass
-already holds a contextual vector for every word piece; the mean of a span's
-pieces is a vector for that span, and the mean of all pieces is exactly the
-passage's own vector (the model's mean pooling). :func:`embed_spans` makes
-both from one pass, so the sentences cost no second pass over the text.
-
-This is the "late chunking" of Günther et al. (2024, arXiv:2409.04701),
-applied to sentences inside a passage. A span vector is not the vector of the
-span embedded alone: it also carries what the rest of the passage says (a
-sentence "He was born in 1950." is read knowing who "he" is).
-
-A text longer than the model's window is read window by window, the windows
-being the pooling wrapper's own (:class:`~.pooling.PooledEmbedding`): its
-vector is the wrapper's weighted mean of the windows' vectors, the same vector
-the normal path gives, and a span's pieces come from the window that holds it
-with the most context on both sides. So a long passage still costs one read of
-its text (plus the windows' overlaps), not a second pass.
-
-What no read reaches is embedded alone, and counted in :attr:`SpanVectors.stats`:
-
-* without a pooling wrapper a long text is read as the model reads it, up to
-  the window; a span ending past that is embedded alone from the caller's
-  fallback text, as is a span holding no word piece.
-* an embedder whose token vectors cannot be reached (not a sentence-transformers
-  ``HuggingFaceEmbedding``, a slow tokenizer, a text instruction) raises
-  :class:`LateChunkingUnavailable`; callers fall back with a warning.
+The mean of a span's contextual word-piece vectors is a vector for the span
+(knowing who "he" is), and the mean of all pieces is the passage's own vector,
+so :func:`embed_spans` gives a passage and its sentences from one pass. A text
+longer than the window is read in the pooling wrapper's windows
+(:class:`~.pooling.PooledEmbedding`), so its vector is the one the normal path
+gives. Spans no read reaches are embedded alone from a fallback text.
 """
 
 from __future__ import annotations
@@ -62,14 +42,11 @@ class SpanVectors:
     """What :func:`embed_spans` returns.
 
     Attributes:
-        text_vectors: ``(n, d)`` normalised vectors of the texts.
         span_vectors: Per text, an ``(m_i, d)`` matrix of its spans' normalised vectors.
-        window_vectors: Per text, the ``(w, d)`` normalised vectors of the windows it
-            was read in, or None for a text read whole (see :mod:`.windows`).
-        stats: ``texts``, ``spans``, ``texts_windowed`` (read window by window),
-            ``texts_over_window`` (longer than the window with no pooling wrapper:
-            read up to it), ``spans_alone`` (span past what was read, or holding no
-            word piece, embedded alone from its fallback text).
+        window_vectors: Per text, the normalised vectors of the windows it was read
+            in, or None for a text read whole.
+        stats: ``texts``, ``spans``, ``texts_windowed``, ``texts_over_window`` (read
+            up to the window, no pooling wrapper), ``spans_alone``.
     """
 
     text_vectors: np.ndarray
@@ -115,13 +92,9 @@ def embed_spans(
     Args:
         embed_model: A sentence-transformers ``HuggingFaceEmbedding``, possibly
             wrapped in the suite's cache or pooling wrappers.
-        texts: The texts, exactly as the embedder would read them.
         spans: Per text, its spans; each span is one or more character ranges.
         fallback_texts: Per text, one text per span, embedded alone when the span
             cannot be pooled.
-        batch_size: Texts per forward batch (default: the embedder's).
-        show_progress: Show a progress bar.
-        desc: Label of the progress bar.
 
     Raises:
         LateChunkingUnavailable: The embedder's word-piece vectors cannot be reached.
@@ -138,8 +111,7 @@ def embed_spans(
     text_vectors = np.zeros((len(texts), dim), dtype=np.float32)
     span_vectors = [np.zeros((len(s), dim), dtype=np.float32) for s in spans]
     window_vectors: list[np.ndarray | None] = [None] * len(texts)
-    # What the model reads: each text whole, or a long one window by window (the
-    # pooling wrapper's own windows, so its vector is the one the wrapper makes).
+    # Each text whole, or a long one in the pooling wrapper's own windows.
     ranges = pooler.window_ranges(list(texts)) if pooler is not None else [None] * len(texts)
     windows_of = [r or [(0, len(t))] for r, t in zip(ranges, texts, strict=True)]
     # Longest first, a text's windows side by side: each forward batch holds texts of

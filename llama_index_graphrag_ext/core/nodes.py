@@ -43,8 +43,6 @@ class EmptyQueryError(ValueError):
 def require_query(query_str: str | None, embedding: Sequence[float] | None = None) -> str:
     """Return ``query_str``, or raise :class:`EmptyQueryError` if there is nothing to search for.
 
-    Retrievers call this first: an empty query has no correct answer, and
-    ranking the corpus against a blank embedding would return arbitrary chunks.
     A query that brings its own ``embedding`` is accepted with an empty text.
     """
     if (query_str is None or not query_str.strip()) and embedding is None:
@@ -78,9 +76,8 @@ class InputReport:
 def _without_surrogates(doc: Document, text: str) -> Document | None:
     """A copy of ``doc`` whose lone surrogates became U+FFFD, or None if it has none.
 
-    Bytes decoded with ``errors="surrogateescape"`` (``os.fsdecode``, some
-    loaders) leave lone surrogates that UTF-8 cannot encode; LlamaIndex's
-    content hash would fail on them far from the cause.
+    Text decoded with ``surrogateescape`` can hold lone surrogates, on which
+    LlamaIndex's content hash would fail far from the cause.
     """
     clean = _SURROGATE.sub("\ufffd", text)
     if clean == text:
@@ -95,17 +92,9 @@ def prepare_documents(
 ) -> tuple[list[Document], InputReport]:
     """Check a batch of documents before indexing.
 
-    Empty or whitespace-only documents are skipped and counted (there is nothing
-    to index). A repeated id with the same text is skipped and counted; with a
-    different text it raises, unless ``on_duplicate="keep-first"`` (log and skip)
-    or ``"keep-last"``.
-
-    Args:
-        documents: The input documents.
-        on_duplicate: ``"skip-identical"`` (default), ``"keep-first"`` or ``"keep-last"``.
-
-    Returns:
-        The documents to index and a report of what was skipped.
+    Empty documents are skipped and counted. A repeated id with the same text
+    is skipped and counted; with a different text it raises, unless
+    ``on_duplicate`` is ``"keep-first"`` or ``"keep-last"``.
 
     Raises:
         DuplicateDocumentError: Two different texts under one id with the default policy.
@@ -181,9 +170,8 @@ def documents_to_chunks(
     source, link = None, None
     for (doc, position, text), node_id in zip(planned, ids, strict=True):
         if doc is not source:  # hashes the document: once, not per chunk
-            # Only the current document's link is kept: links kept for all of
-            # them would die after the nodes were made, leaving holes between
-            # the nodes that the index's long-lived objects then fill.
+            # Only the current document's link is kept, so no short-lived links
+            # leave holes between the nodes for long-lived objects to fill.
             source, link = doc, doc.as_related_node_info()
         chunks.append(make_chunk(doc, position, text, link, node_id=node_id))
     return chunks
@@ -196,14 +184,10 @@ def _non_blank(pieces: Iterable[str]) -> list[str]:
 def burst_ids(ids: Iterable[str]) -> list[str]:
     """Make the strings of ``ids`` in one go, before the objects that will carry them.
 
-    Why it matters (``docs/scaling.md``, "Memory"): CPython's small-object
-    allocator returns memory to the system only in whole 1 MiB arenas, and
-    places each new object next to whatever was allocated at the same time.
-    Chunk ids outlive the build (docstore keys, index structures) while the
-    ``TextNode`` objects built around them are dropped after it; made node by
-    node, one surviving id in every arena kept all the nodes' memory resident
-    (29 of the dense baseline's 89 MB at 16,000 chunks). Made in one burst,
-    the ids share arenas with each other only.
+    Chunk ids outlive the nodes built around them; made node by node, one
+    surviving id per allocator arena would keep the nodes' memory resident
+    (``docs/scaling.md``, "Memory"). Made in one burst, they share arenas only
+    with each other.
     """
     return list(ids)
 
@@ -218,9 +202,8 @@ def make_chunk(
 ) -> TextNode:
     """A chunk of ``source`` at ``position``: its metadata, a source link, a content id.
 
-    ``link`` is ``source.as_related_node_info()`` when the caller already has it
-    (computing it hashes the whole source text); ``node_id`` is the chunk's
-    :func:`chunk_id` when the caller made it already (see :func:`burst_ids`).
+    ``link`` and ``node_id`` are passed when the caller has them already
+    (``link`` hashes the whole source text; see :func:`burst_ids` for ids).
     """
     node = TextNode(
         id_=node_id if node_id is not None else chunk_id(source.node_id, position, text),
@@ -238,8 +221,7 @@ def make_chunk(
 def with_evidence(node: BaseNode, score: float | None, evidence: dict[str, Any]) -> NodeWithScore:
     """Return a copy of ``node`` carrying ``evidence`` in its metadata.
 
-    The stored node is never modified (retrieval stays thread-safe), and the
-    evidence is excluded from what the LLM and the embedder see.
+    The stored node is never modified; the evidence is hidden from the LLM and embedder.
     """
     copy = node.model_copy(deep=False)
     copy.metadata = {**node.metadata, EVIDENCE_KEY: evidence}
@@ -269,8 +251,7 @@ def dedupe_by_source(results: Iterable[NodeWithScore]) -> list[str]:
 class PassageParser(NodeParser):
     """One chunk per document, with content-addressed ids (see :func:`chunk_id`).
 
-    The benchmark convention (a passage is a chunk) as a regular LlamaIndex node
-    parser, usable in ``IngestionPipeline``. Empty documents yield no node.
+    The benchmark convention (a passage is a chunk) as a LlamaIndex node parser.
     """
 
     @classmethod

@@ -1,15 +1,9 @@
 """Versioned, atomic on-disk persistence.
 
-An index folder holds a ``manifest.json`` (what kind of index, which format
-version, which library version wrote it) beside its data files. Writes go to a
-temporary sibling folder that is renamed into place only once complete, so a
-crash mid-write never leaves a half-written index: the old one stays intact.
-
-LlamaIndex's ``load_index_from_storage`` cannot rebuild a suite index (its state
-lives in files of its own): the index struct the suite stores
-(:class:`SuiteIndexList`) is tagged with the index's class, and that loader
-raises an error naming ``Class.load(dir)`` instead of returning a
-``SummaryIndex`` silently.
+An index folder holds a ``manifest.json`` beside its data files, and is written
+to a temporary sibling renamed into place once complete, so a crash never leaves
+a half-written index. LlamaIndex's ``load_index_from_storage`` meets a tagged
+:class:`SuiteIndexList` and raises an error naming ``Class.load(dir)``.
 """
 
 from __future__ import annotations
@@ -39,8 +33,6 @@ MANIFEST = "manifest.json"
 class IndexFormatError(ValueError):
     """A persisted index is missing, of another kind, or of an unsupported format version."""
 
-
-# --------------------------------------------------------------------------- LlamaIndex's loader
 
 #: LlamaIndex's index-store file name, written so its loader finds the suite's struct.
 INDEX_STORE_FILE = "index_store.json"
@@ -78,10 +70,8 @@ INDEX_STRUCT_TYPE_TO_INDEX_CLASS[SUITE_STRUCT_TYPE] = _refuse_generic_load  # ty
 def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary folder that replaces ``target`` when the block succeeds.
 
-    If the block raises, the temporary folder is removed and ``target`` is left
-    exactly as it was. The swap is two renames within one parent folder; between
-    them the old copy is kept under a ``.old`` name, so even a crash there loses
-    nothing (the next write or :func:`recover` puts it back).
+    If the block raises, ``target`` is left as it was. Between the two renames
+    the old copy is kept under a ``.old`` name, which :func:`recover` puts back.
     """
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
@@ -150,12 +140,7 @@ def write_manifest(folder: Path, kind: str, format_version: int, **extra: Any) -
 def read_manifest(
     folder: str | os.PathLike, kind: str | None = None, supported: int | tuple[int, ...] = ()
 ) -> dict[str, Any]:
-    """Read and check a manifest.
-
-    Args:
-        folder: The index folder.
-        kind: Expected index kind, or None to accept any.
-        supported: Format versions this code can read (empty accepts any).
+    """Read and check a manifest (``kind`` None and ``supported`` empty accept any).
 
     Raises:
         IndexFormatError: Missing manifest, other kind, or unsupported version.

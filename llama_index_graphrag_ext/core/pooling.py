@@ -1,28 +1,12 @@
 """Embed texts longer than the embedder's window as a weighted mean of overlapping windows.
 
-A sentence-transformers model reads at most ``max_seq_length`` word pieces
-(256 for the bundled all-MiniLM-L6-v2, two of them ``[CLS]``/``[SEP]``) and
-silently drops the rest: a passage's vector says nothing about what the
-passage says past that point. :class:`PooledEmbedding` wraps an embedder so
-that a text longer than the window is cut, with the embedder's own tokenizer,
-into windows of word pieces that overlap by ``overlap`` pieces (the last one
-ending at the text's end), each window is embedded, and the text's vector is
-the normalised weighted mean of the windows' unit vectors: the opening window
-weighs ``head_weight`` (2/3 by default) and the others share the rest equally.
-A plain mean diluted the opening of long encyclopedic passages, where the
-subject is named: on 2wiki-101 (497 of 6,119 passages over the window) dense
-R@5 fell 0.616 -> 0.594; with the opening at 2/3 it is 0.609, inside the noise,
-and what follows the window still moves the vector (docs/benchmarks.md). Every method that embeds
-through the wrapper (chunk vectors, chunk ranking, pseudo-queries, ...)
-sees the whole text.
-
-Texts within the window are handed to the inner embedder exactly as they come
-(same batch, same order), so their vectors are bit-identical to the inner
-embedder's. Queries are embedded as the inner embedder does.
-
-An embedder whose window or tokenizer cannot be found is used as it is: the
-wrapper says so once (a warning), records it in :attr:`PooledEmbedding.stats`,
-and raises instead with ``strict=True``.
+A sentence-transformers model silently drops what lies past ``max_seq_length``
+word pieces. :class:`PooledEmbedding` cuts a longer text, with the embedder's
+own tokenizer, into overlapping windows and returns the normalised weighted
+mean of their unit vectors; the opening window, where encyclopedic passages
+name their subject, weighs ``head_weight`` and the others share the rest
+(``docs/benchmarks.md``). Texts within the window get exactly the inner
+embedder's vectors; queries are embedded as the inner embedder does.
 """
 
 from __future__ import annotations
@@ -42,8 +26,7 @@ logger = logging.getLogger(__name__)
 
 #: Word pieces two neighbouring windows share.
 DEFAULT_OVERLAP = 64
-#: The opening window's share of a pooled vector (chosen on 2wiki-101; musique-100
-#: did not tell 0.5, 2/3 and 0.8 apart).
+#: The opening window's share of a pooled vector.
 DEFAULT_HEAD_WEIGHT = 2 / 3
 #: Texts whose "longer than the window?" answer is remembered (by a digest of the text).
 _MEMO_SIZE = 200_000
@@ -87,9 +70,8 @@ def count_over_window(embed_model: BaseEmbedding, texts: list[str]) -> int | Non
 def _piece_spans(window: Window, texts: list[str]) -> list[list[tuple[int, int, int | None]]]:
     """Per text, each word piece's ``(start char, end char, word index)``.
 
-    A text of no more characters than the window's room cannot hold more word
-    pieces than that (each piece covers at least one character): it is not
-    tokenised, and gets an empty list.
+    A text of no more characters than the window's room cannot hold more pieces:
+    it is not tokenised and gets an empty list.
     """
     out: list[list[tuple[int, int, int | None]]] = [[] for _ in texts]
     todo = [i for i, t in enumerate(texts) if len(t) > window.text_tokens]
@@ -122,8 +104,7 @@ def window_ranges(
     """The ``(start, end)`` characters of the text's windows (see :func:`window_texts`).
 
     Windows start every ``size - overlap`` pieces, moved back to the start of
-    a word, and the last one ends at the text's last piece. A text of no more
-    than ``size`` pieces is one window, the whole text.
+    a word, and the last one ends at the text's last piece.
     """
     n = len(spans)
     if n <= size:
@@ -155,13 +136,13 @@ def window_ranges(
 class PooledEmbedding(BaseEmbedding):
     """An embedder that reads texts past its inner embedder's window (see the module docs).
 
+    An embedder whose window cannot be found is used as it is, with a warning
+    (or a ``ValueError`` with ``strict=True``).
+
     Args:
         inner: The embedder doing the work (a ``HuggingFaceEmbedding`` for pooling).
-        overlap: Word pieces shared by neighbouring windows.
-        head_weight: The opening window's share of the pooled vector, in ``(0, 1]``
-            (``1 / number of windows`` for each window is a plain mean: pass ``None``).
-        enabled: ``False`` embeds every text as the inner embedder does (the switch).
-        strict: Raise when the inner embedder's window cannot be found.
+        head_weight: The opening window's share, in ``(0, 1]``; ``None``: a plain mean.
+        enabled: ``False`` embeds every text as the inner embedder does.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -212,8 +193,7 @@ class PooledEmbedding(BaseEmbedding):
         return "PooledEmbedding"
 
     def __getattr__(self, item: str) -> Any:
-        # A drop-in for the wrapped embedder: its public settings (max_length,
-        # normalize, ...) read through the wrapper.
+        # A drop-in: the wrapped embedder's public settings read through the wrapper.
         try:
             return super().__getattr__(item)
         except AttributeError:
@@ -260,10 +240,7 @@ class PooledEmbedding(BaseEmbedding):
 
     def window_ranges(self, texts: list[str]) -> list[list[tuple[int, int]] | None]:
         """Each long text's windows as ``(start, end)`` characters; None for a text
-        the embedder reads whole (or when nothing is pooled).
-
-        Whether a text is long is remembered by a digest of it, so asking again
-        (the cache's key, then the embedding) tokenises a text once.
+        the embedder reads whole. Whether a text is long is memoised by digest.
         """
         out: list[list[tuple[int, int]] | None] = [None] * len(texts)
         if not self.pooling:
@@ -302,9 +279,8 @@ class PooledEmbedding(BaseEmbedding):
             [text[a:b] for a, b in ranges] if ranges else None
             for text, ranges in zip(texts, self.window_ranges(texts), strict=True)
         ]
-        # The batch goes to the inner embedder as it came, a long text replaced
-        # by its first window (what the model would have read of it anyway), so
-        # texts within the window get exactly the inner embedder's vectors.
+        # A long text is replaced by its first window, so texts within the window
+        # get exactly the inner embedder's vectors.
         first = [w[0] if w else t for t, w in zip(texts, windows, strict=True)]
         vectors = [list(v) for v in self.inner.get_text_embedding_batch(first)]
         long = [i for i, w in enumerate(windows) if w]

@@ -1,21 +1,9 @@
 """Any LlamaIndex reranker, asked for exactly the nodes a method needs.
 
-QCG-RAG, CUE-RAG and ChainRAG take ``reranker=``: any LlamaIndex node
-postprocessor that reranks (``SentenceTransformerRerank``,
-``FlagEmbeddingReranker`` for the papers' BGE cross-encoders, an LLM reranker).
-Such postprocessors keep only their own ``top_n`` (2 by default for
-``SentenceTransformerRerank``), which would silently shrink a method's seeds
-or candidates; so every call here works on a copy whose ``top_n`` is the
-number of nodes the method asked for.
-
-The papers' cross-encoders through FlagEmbedding::
-
-    from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
-
-    reranker = FlagEmbeddingReranker(model="BAAI/bge-reranker-v2-m3", top_n=5, use_fp16=False)
-    retriever = index.as_retriever(reranker=reranker)   # QCG, CUE or ChainRAG
-
-(a local folder works as ``model``; offline, pass the folder).
+QCG-RAG, CUE-RAG and ChainRAG take ``reranker=``: any LlamaIndex reranking
+postprocessor (``FlagEmbeddingReranker`` for the papers' BGE cross-encoders).
+Such postprocessors keep only their own ``top_n``, which would silently shrink a
+method's candidates, so every call here works on a copy with the ``top_n`` asked for.
 """
 
 from __future__ import annotations
@@ -32,8 +20,7 @@ __all__ = ["rerank", "rerank_scores", "with_top_n"]
 def with_top_n(reranker: BaseNodePostprocessor, n: int) -> BaseNodePostprocessor:
     """A shallow copy of ``reranker`` that keeps ``n`` nodes (itself when it has no ``top_n``).
 
-    A copy per call leaves the caller's object untouched and is safe from
-    several threads; the model weights are shared, not copied.
+    The caller's object is untouched, so this is thread-safe; weights are shared.
     """
     if "top_n" in getattr(type(reranker), "model_fields", {}):
         return reranker.model_copy(update={"top_n": int(n)})
@@ -50,13 +37,7 @@ def rerank(
 ) -> list[tuple[int, float]]:
     """``(index into texts, reranker score)`` of the best ``keep`` texts (all by default), best first.
 
-    Args:
-        reranker: Any LlamaIndex reranking postprocessor.
-        query: The query.
-        texts: The candidates.
-        keep: How many the caller needs.
-        scores: The candidates' scores so far (what a reranker that passes
-            nodes through keeps).
+    ``scores`` are the candidates' scores so far (what a pass-through reranker keeps).
     """
     if not texts:
         return []

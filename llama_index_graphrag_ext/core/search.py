@@ -1,16 +1,8 @@
 """The one search path: top-k rows of a retrieval snapshot, in memory or in a vector store.
 
-A retriever holds a snapshot of the rows it searches (ids and a ``(n, d)``
-matrix of unit vectors) and asks its index for a :class:`RowSearcher` over it
-(``GraphIndexBase.searcher``). Two implementations answer alike:
-
-* :class:`MatrixSearch`: exact, one matrix-vector product (the default);
-* :class:`RowSearch`: the index's table in an external LlamaIndex vector store
-  (see :class:`~.vectors.StoreTables`), its candidates mapped back to the
-  snapshot's rows and re-scored exactly.
-
-Both return :class:`Hits`: rows best first, equal scores in row order, and the
-query's cosine with any row. So a method writes its retrieval once.
+:class:`MatrixSearch` (exact, in memory) and :class:`RowSearch` (an external
+vector store, candidates re-scored exactly) both return :class:`Hits` with rows
+best first and ties in row order, so a method writes its retrieval once.
 """
 
 from __future__ import annotations
@@ -35,9 +27,8 @@ class Hits:
     Attributes:
         rows: int64, the best rows of the snapshot, best first (ties to the lower row).
         scores: float32, their cosines with the query.
-        cosines: The query's cosine with any row, as ``cosines[rows]`` for an int
-            array ``rows``: in memory the full product the search computed (an
-            ``ndarray`` of every row), store-backed a lazy product of the rows asked for.
+        cosines: The query's cosine with any row, as ``cosines[rows]``: the full
+            product in memory, a lazy one store-backed.
     """
 
     rows: np.ndarray
@@ -48,11 +39,7 @@ class Hits:
 class RowSearcher(ABC):
     """Top-k rows of one retrieval snapshot (``(n, d)`` unit rows) for a query vector.
 
-    Every index hands its retrievers one of these (``GraphIndexBase.searcher``):
-    :class:`MatrixSearch` in memory, :class:`RowSearch` when the index keeps its
-    searched tables in a LlamaIndex vector store. Both give rows of the
-    snapshot, best first, with equal scores in row order, so a retriever is
-    written once for both.
+    Indexes hand these to their retrievers (``GraphIndexBase.searcher``).
     """
 
     @abstractmethod
@@ -74,13 +61,9 @@ def _no_hits(cosines: Any = None) -> Hits:
 
 
 class MatrixSearch(RowSearcher):
-    """Exact search of an in-memory matrix: one matrix-vector product per query.
+    """Exact search of an in-memory ``(n, d)`` matrix (not copied).
 
-    The query vector is used as given (callers pass unit vectors), so scores are
-    exactly ``matrix @ vector``; :attr:`Hits.cosines` is that whole product.
-
-    Args:
-        matrix: ``(n, d)`` unit rows (not copied; never changed in place by the suite).
+    The query vector is used as given, so scores are exactly ``matrix @ vector``.
     """
 
     def __init__(self, matrix: np.ndarray) -> None:
@@ -114,15 +97,10 @@ def products(
 ) -> np.ndarray:
     """``matrix[rows] @ vector`` for each vector, as a ``(len(vectors), len(rows))`` array.
 
-    ``rows=None`` means every row. A loop of matrix-vector products reads the
-    matrix from memory once per vector, and OpenBLAS's matrix-matrix product is
-    slow with only a few columns (measured with one BLAS thread). So the rows are
-    walked in blocks small enough to stay in cache (gathered first when ``rows``
-    is given) and each block is multiplied by every vector: the matrix is read
-    once, and a large row selection is never copied out whole. On a 100,000 x
-    384 table with three vectors this took 25-28 ms against 40 ms for the loop
-    and 40 ms for the matrix-matrix product; on 18,000 gathered rows, 4.5 ms
-    against 6.8 ms.
+    ``rows=None`` means every row. The rows are walked in cache-sized blocks,
+    each multiplied by every vector, so the matrix is read once and a row
+    selection is never copied out whole (a matrix-matrix product is slow with
+    few columns).
     """
     n = matrix.shape[0] if rows is None else rows.size
     out = np.empty((len(vectors), n), dtype=np.result_type(matrix, *vectors))
@@ -136,7 +114,7 @@ def products(
     return out
 
 
-_BLOCK_ROWS = 512  # 768 KB of float32 rows at 384 dimensions: stays in cache
+_BLOCK_ROWS = 512  # stays in cache at 384 float32 dimensions
 
 
 class _RowCosines:
@@ -154,19 +132,14 @@ class _RowCosines:
 class RowSearch(RowSearcher):
     """First-hop top-k over the rows of a retrieval snapshot, through a :class:`VectorTable`.
 
-    The table (usually a :class:`VectorStoreTable`) proposes ``k + margin``
-    candidates; their ids are mapped to the snapshot's rows (ids the snapshot
-    does not know, written by a concurrent insert, are dropped) and, when the
-    snapshot's own matrix is given, re-scored exactly and ordered like
-    :func:`~.embeddings.top_k` (best first, ties to the lower row). So the
-    result equals the in-memory search whenever the store's candidates contain
-    the true top ``k``, which the margin makes robust to float noise at the cut.
+    The table proposes ``k + margin`` candidates; ids the snapshot does not
+    know are dropped, and with the snapshot's ``matrix`` the rest are re-scored
+    exactly, so the result equals the in-memory search whenever the candidates
+    hold the true top ``k`` (the margin absorbs float noise at the cut).
 
     Args:
-        table: Where to search.
         ids: The snapshot's ids in row order.
         matrix: The snapshot's unit rows (``None``: keep the store's scores).
-        margin: Extra candidates fetched beyond ``k``.
     """
 
     def __init__(

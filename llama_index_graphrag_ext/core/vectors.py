@@ -1,23 +1,10 @@
 """Vector tables: named rows of unit vectors, searchable by exact or store-side top-k.
 
-Methods keep each kind of vector (chunks, queries, units, entities, ...) in a
-:class:`VectorTable`. The default, :class:`InMemoryVectorTable`, is a numpy
-matrix: exact search by one matrix-vector product. :class:`VectorStoreTable`
-keeps the vectors in any LlamaIndex vector store instead (Milvus, Qdrant,
-pgvector, ...) for corpora beyond one machine; its search is the store's own,
-so approximate stores may return slightly different neighbours.
-
-Retrievers search the rows of their snapshot through a
-:class:`~.search.RowSearcher` (:mod:`.search`, re-exported here), which the
-index hands out whatever holds the vectors: a :class:`~.search.MatrixSearch`
-(exact, one matrix-vector product) by default, or, for an index given a
-``vector_store=``, a :class:`~.search.RowSearch`. Such an index keeps its
-searchable tables in the store through a :class:`StoreTables` (one
-:class:`VectorStoreTable` per table, all in one store, told apart by a
-namespaced table name); a ``RowSearch`` maps the store's ids back to the rows
-of the retriever's snapshot and re-scores the candidates exactly. Both return
-:class:`~.search.Hits` in the same order, so no retriever branches on where
-the vectors live.
+:class:`InMemoryVectorTable` is a numpy matrix with exact search;
+:class:`VectorStoreTable` keeps the vectors in any LlamaIndex vector store, and
+:class:`StoreTables` holds an index's searchable tables in one store. Retrievers
+search through a :class:`~.search.RowSearcher`, so none branches on where the
+vectors live.
 """
 
 from __future__ import annotations
@@ -68,13 +55,7 @@ class VectorTable(ABC):
     def query(
         self, vector: np.ndarray, k: int, *, allowed: Sequence[str] | None = None
     ) -> tuple[list[str], np.ndarray]:
-        """Return the ``k`` ids nearest ``vector`` and their cosine scores, best first.
-
-        Args:
-            vector: The query vector.
-            k: How many.
-            allowed: Optional ids to restrict the search to.
-        """
+        """Return the ``k`` ids nearest ``vector`` (among ``allowed``) and their cosines, best first."""
 
     @abstractmethod
     def __len__(self) -> int: ...
@@ -196,15 +177,10 @@ class InMemoryVectorTable(VectorTable):
 
 
 class VectorStoreTable(VectorTable):
-    """A table whose vectors live in a LlamaIndex vector store.
+    """A table whose vectors live in a LlamaIndex vector store (with metadata filters).
 
-    Rows are stored as text-less ``TextNode`` s with a ``graphrag_table`` metadata
-    field, so several tables (and other data) can share one collection. Search
-    is the store's own top-k with a metadata filter on the table name.
-
-    Args:
-        vector_store: Any LlamaIndex ``BasePydanticVectorStore`` with metadata filters.
-        name: The table's name inside the store.
+    Rows are text-less ``TextNode`` s tagged ``graphrag_table``, so several
+    tables can share one collection; search is the store's filtered top-k.
     """
 
     def __init__(self, vector_store: BasePydanticVectorStore, name: str) -> None:
@@ -302,13 +278,9 @@ class VectorStoreTable(VectorTable):
     def attach(self, ids: Sequence[str], vectors: np.ndarray) -> bool:
         """Take over rows an earlier process wrote, or write them when the store lacks them.
 
-        Used on load: a store that already holds this table (checked by looking
-        up the first and the last row's own vector, which must come back first)
-        is reused as it is; otherwise the table is cleared and ``vectors`` are
-        written.
-
-        Returns:
-            Whether the vectors were (re)written.
+        A store already holding the table (the first and last rows' own vectors
+        come back first) is reused; otherwise it is cleared and rewritten.
+        Returns whether the vectors were (re)written.
         """
         ids = list(ids)
         if not ids:
@@ -351,15 +323,9 @@ def store_identity(vector_store: Any) -> dict[str, Any]:
 class StoreTables:
     """An index's searchable tables in one external vector store.
 
-    Each table is a :class:`VectorStoreTable` named ``<namespace>/<table>``, so
-    several tables, and several indexes with distinct namespaces, share one
-    collection. The index keeps its own in-memory matrices (its graph
-    construction and scoring need them) and mirrors the rows its retrievers
-    search into the store with :meth:`sync`.
-
-    Args:
-        vector_store: Any LlamaIndex ``BasePydanticVectorStore`` with metadata filters.
-        namespace: Prefix of the table names (the index kind by default).
+    Each table is a :class:`VectorStoreTable` named ``<namespace>/<table>``. The
+    index keeps its in-memory matrices and mirrors the searched rows into the
+    store with :meth:`sync`.
     """
 
     def __init__(self, vector_store: BasePydanticVectorStore, namespace: str) -> None:
@@ -381,9 +347,8 @@ class StoreTables:
     def sync(self, name: str, ids: Sequence[str], vectors: np.ndarray) -> None:
         """Make table ``name`` hold exactly ``ids``: write the new rows, delete the gone ones.
 
-        Rows are keyed by id: an id whose vector changed must be deleted and
-        written again by the caller (the suite's ids are content- or
-        chunk-derived, so a changed vector always comes with a changed id).
+        Rows are keyed by id: the suite's ids are content-derived, so a changed
+        vector always comes with a changed id.
         """
         table = self.table(name)
         have = table.ids
@@ -409,8 +374,7 @@ class StoreTables:
     ) -> RowSearch:
         """A :class:`RowSearch` of table ``name`` over one snapshot's rows.
 
-        Cached per table while ``snapshot`` (any object, compared by identity)
-        stays the current one, so the id-to-row map is built once per change.
+        Cached per table while ``snapshot`` (compared by identity) stays current.
         """
         cached = self._searches.get(name)
         if cached is not None and cached[0] is snapshot:

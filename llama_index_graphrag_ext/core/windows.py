@@ -1,23 +1,10 @@
 """Score a chunk longer than the embedder's window by its best window.
 
-A long chunk gets one vector, pooled over the embedder's windows
-(:mod:`.pooling`). When the chunk is about one thing (an encyclopedia article)
-that vector is close to what it says. When it is about many things (a chat
-session, meeting notes) the vector is the average of all of them, and a
-question about one of them finds it no better than chance. On musique-100 with
-its passages joined eight to a document (``graphrag-ext bench
---join-passages 8``), dense R@5 falls from 0.625 to 0.206 (docs/benchmarks.md).
-
-Reading the chunk as the embedder can, window by window, and scoring it by its
-best window keeps what any part of it says. A window holds as many word pieces
-as a short chunk, so its cosine is on the same scale as a short chunk's, and
-a corpus mixing short and long chunks can rank them together. A chunk within the
-window keeps its own vector's cosine.
-
-The window vectors come for free from a one-pass ("late") read
-(:func:`.late_chunking.embed_spans`), or from :func:`embed_with_windows`,
-which embeds every window once and pools a long text's vector from them, as
-the pooling wrapper would.
+A pooled vector of a chunk about many things (a chat session) averages them all,
+so a question about one finds it no better than chance (``docs/benchmarks.md``).
+A window's cosine is on the same scale as a short chunk's, so scoring a long
+chunk by its best window keeps what any part says. Window vectors come from
+:func:`.late_chunking.embed_spans` or :func:`embed_with_windows`.
 """
 
 from __future__ import annotations
@@ -65,8 +52,7 @@ def window_rows(
 
 
 def find_pooler(embed_model: BaseEmbedding) -> PooledEmbedding | None:
-    """The pooling wrapper in ``embed_model``'s chain that pools long texts, if any
-    (looked up through the suite's cache wrapper)."""
+    """The pooling wrapper in ``embed_model``'s chain that pools long texts, if any."""
     seen = embed_model
     for _ in range(4):  # CachedEmbedding -> PooledEmbedding -> HuggingFaceEmbedding
         if isinstance(seen, PooledEmbedding):
@@ -86,10 +72,8 @@ def embed_with_windows(
 ) -> tuple[np.ndarray, list[np.ndarray | None]]:
     """The texts' vectors, and per text the unit vectors of its windows (None: read whole).
 
-    A text within the window is embedded as :func:`.embeddings.embed_texts` would; a
-    long one's windows are embedded once, and its vector is their pool, as the
-    pooling wrapper makes it (:meth:`.pooling.PooledEmbedding.pool`), so nothing is
-    embedded twice. Without a pooling wrapper nothing is windowed.
+    A long text's windows are embedded once and its vector is their pool, as the
+    pooling wrapper makes it. Without a pooling wrapper nothing is windowed.
     """
     pooler = find_pooler(embed_model)
     windows: list[np.ndarray | None] = [None] * len(texts)
@@ -113,9 +97,8 @@ def embed_with_windows(
 
 
 def windows_missing(method: str, folder: Any, chunks: int, build_stats: MutableMapping) -> None:
-    """Say that an index persisted before long chunks kept their windows scores them by
-    their pooled vector: a WARNING, and ``chunk_windows_missing`` in ``build_stats``
-    (which the index persists next time too)."""
+    """Warn that a loaded index without long chunks' windows scores them by their pooled
+    vector, and record ``chunk_windows_missing`` in ``build_stats``."""
     build_stats["chunk_windows_missing"] = chunks
     logger.warning(
         "%s index %s was persisted without long chunks' windows: its chunks longer than "
@@ -131,7 +114,6 @@ class ChunkWindows:
     """The windows of an index's long chunks, as rows of one matrix.
 
     Attributes:
-        matrix: ``(w, d)`` unit-norm window vectors.
         owner: ``(w,)`` the chunk row each window belongs to.
     """
 

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,7 @@ class Passage:
             id_=self.id,
             text=body,
             metadata={"title": self.title},
-            # The title is already the text's first line; keep it out of the
-            # embedder's and the LLM's view of the metadata.
+            # The title is already the text's first line.
             excluded_embed_metadata_keys=["title"],
             excluded_llm_metadata_keys=["title"],
         )
@@ -66,9 +64,7 @@ class Benchmark:
         """The first ``limit`` questions, and optionally a corpus sample.
 
         With ``max_passages`` the corpus keeps every gold passage of the kept
-        questions, then fills up with the other passages in file order. The
-        sample is reported by the runner, so results are never mistaken for
-        full-corpus figures.
+        questions, then fills up with the other passages in file order.
         """
         questions = self.questions[:limit] if limit else list(self.questions)
         passages = self.passages
@@ -87,9 +83,8 @@ class Benchmark:
     def without_titles(self) -> Benchmark:
         """The same set with every passage's title dropped (``<name>-no-titles``).
 
-        What a corpus whose passages carry no title, or titles nobody names (chat
-        sessions, tickets), looks like to the methods that read titles: the text
-        loses its title line and the metadata its ``title``. Gold ids are unchanged.
+        How a corpus without meaningful titles (chat sessions, tickets) looks to
+        the methods that read titles.
         """
         passages = [Passage(p.id, "", p.text) for p in self.passages]
         return Benchmark(f"{self.name}-no-titles", passages, list(self.questions), dict(self.meta))
@@ -98,12 +93,9 @@ class Benchmark:
         """The same questions over long documents, ``per_document`` passages each
         (``<name>-joined<N>``).
 
-        What a corpus of long, many-topic documents (chat sessions, meeting
-        notes, reports) looks like: the passages are shuffled (``seed``) and
-        joined ``per_document`` at a time into one untitled document, each
-        passage a paragraph ``"title: text"``. A question's gold becomes the
-        documents holding its gold passages. Most documents are then longer than
-        a small embedder's window, and what a question asks sits anywhere in them.
+        How a corpus of long, many-topic documents looks: shuffled passages
+        joined into untitled documents of ``"title: text"`` paragraphs; a
+        question's gold becomes the documents holding its gold passages.
 
         Raises:
             ValueError: ``per_document`` is below 2.
@@ -178,8 +170,3 @@ def load_benchmark(folder: str | os.PathLike) -> Benchmark:
     meta_path = folder / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
     return Benchmark(folder.name, passages, questions, meta)
-
-
-def documents_for(passages: Sequence[Passage]) -> list[Document]:
-    """Documents for a list of passages."""
-    return [p.to_document() for p in passages]

@@ -76,16 +76,8 @@ def paired_bootstrap(
 ) -> dict[str, float | int]:
     """Paired bootstrap interval of ``mean(a - b)`` over the same questions.
 
-    The questions are resampled with replacement ``resamples`` times (one
-    fixed-seed numpy generator, so the interval is reproducible) and the
-    interval is the percentile interval of the resampled mean differences.
-
-    Args:
-        a: Per-question scores of one method.
-        b: The other method's scores on the same questions, in the same order.
-        resamples: Bootstrap resamples.
-        confidence: Interval coverage (0.95: the 2.5th and 97.5th percentiles).
-        seed: Seed of the resampling.
+    A percentile interval of the resampled mean differences, reproducible by ``seed``;
+    ``b`` holds the other method's scores on the same questions, in the same order.
 
     Returns:
         ``{"mean": observed mean difference, "low": ..., "high": ..., "n": questions}``.

@@ -1,12 +1,9 @@
 """The results page of the documentation, generated from the runner's JSON reports.
 
 ``graphrag-ext report RUN.json ... --out docs/results.md --plots DIR`` renders each
-report as a section: what was run, the command that reproduces it (rebuilt from
-the report itself, so it cannot drift from what was measured), the table the
-runner printed (with each method's paired bootstrap interval of its R@5
-difference from ``dense`` when the run has one), a recall plot, and the per-method facts the methods reported
-(training seconds, fallbacks, sample sizes). The page is a pure function of the
-JSON files: the test suite regenerates it and fails if the committed copy differs.
+report as a section: the setting, the reproducing command (rebuilt from the
+report, so it cannot drift), the table, a recall plot and the methods' facts.
+The page is a pure function of the JSON files.
 """
 
 from __future__ import annotations
@@ -156,7 +153,6 @@ def render_page(
     """The whole results page, linking one recall plot per report in ``plots_dir``.
 
     Args:
-        paths: Runner reports (JSON).
         plots_dir: Where the plots live (``None``: no plots).
         page_dir: The folder of the page, for relative links.
         write_plots: Draw the plots (off: only link them, e.g. to check the page).

@@ -1,11 +1,6 @@
-"""What sharing work between indexes saves: index seconds with and without it.
-
+"""What sharing work between indexes saves: index seconds with and without
 [`SharedResources`][llama_index_graphrag_ext.compose.sharing.SharedResources]
-holds one cached embedder, one spaCy parse cache and one LLM cache for several
-indexes over one corpus; :func:`measure_sharing` builds registered methods both
-ways and reports the index seconds, and
-``python -m llama_index_graphrag_ext.eval.sharing --data DIR`` runs it on a
-benchmark folder.
+(``python -m llama_index_graphrag_ext.eval.sharing --data DIR``).
 """
 
 from __future__ import annotations
@@ -40,22 +35,13 @@ def measure_sharing(
 ) -> dict[str, Any]:
     """Index seconds (wall and CPU) of registered methods built separately, then sharing.
 
-    "Separately" gives every method the plain embedder and no parse cache (what
-    building them one after another costs today); "shared" builds them in the
-    given order with one
-    [`SharedResources`][llama_index_graphrag_ext.compose.sharing.SharedResources]
-    (embeddings in memory), so a later method reuses what an earlier one
-    embedded or parsed. The embedder is
-    loaded (and warmed) once before either, and spaCy is loaded before timing.
-    CPU seconds (this process, all threads) are reported beside wall seconds:
-    on a machine shared with other work they are the steadier measure.
+    "Separately": the plain embedder and no parse cache; "shared": one
+    ``SharedResources`` in the given order, so a later method reuses what an
+    earlier one embedded or parsed. The embedder and spaCy are loaded before
+    timing. CPU seconds are the steadier measure on a shared machine.
 
     Args:
-        documents: The corpus.
-        methods: Registered LLM-free method names, e.g.
-            ``["qcg-sentences", "cue-0.0", "chainrag-retriever", "lprag-pseudo"]``.
-        embed_model: The embedder (the embedded MiniLM when omitted).
-        top_k: The retrievers' top-k (does not change index time).
+        methods: Registered LLM-free method names.
         options: Method options (``--set`` pairs).
 
     Returns:

@@ -1,8 +1,4 @@
-"""The runner's report as a Markdown table: the columns, the paired-interval
-column against the reference method, the long-passage line and the LLM-step notes.
-
-:mod:`.runner` prints it after a run; :mod:`.report` builds the results page from it.
-"""
+"""The runner's report as a Markdown table, with the paired-interval column and LLM-step notes."""
 
 from __future__ import annotations
 
@@ -69,10 +65,7 @@ def delta_cell(row: dict[str, Any]) -> str:
 def format_table(report: dict[str, Any], *, drop_zero: bool = False) -> str:
     """The report as a Markdown table (columns without any value are left out).
 
-    Args:
-        report: A runner report.
-        drop_zero: Also leave out columns that are zero for every method (the LLM
-            columns of an LLM-free run), to keep the table narrow.
+    ``drop_zero`` also leaves out columns that are zero for every method.
     """
     rows = report["methods"]
     cols = [c for c in COLUMNS if any(r.get(c[0]) is not None for r in rows.values())]

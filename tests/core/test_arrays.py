@@ -13,7 +13,6 @@ from llama_index_graphrag_ext.core.arrays import (
     csr_order,
     first_appearance_codes,
     indptr_of,
-    ragged_gather,
     spans,
     take_rows,
 )
@@ -58,9 +57,6 @@ def test_string_table_interns_and_finds():
     assert got == list(range(5, 3005)) and table.find_many(many).tolist() == got
     table.fit()
     assert table.intern_many(many[::-1]).tolist() == got[::-1]
-    want = [i for i, w in enumerate(table) if "w29" in w]
-    assert table.containing("w29").tolist() == want and len(want) == 111
-    assert table.containing("zz").tolist() == []
 
 
 def test_string_table_reads_while_one_writer_grows_it():
@@ -106,14 +102,6 @@ def test_csr_groups_and_orders_columns():
 def test_spans_gather_and_first_appearance_codes():
     assert spans(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist() == [5, 6, 9, 10, 11]
     assert spans(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
-    values = np.arange(20, 32)
-    assert ragged_gather(values, np.array([1, 8]), np.array([2, 3])).tolist() == [
-        21,
-        22,
-        28,
-        29,
-        30,
-    ]
     codes, kept = first_appearance_codes(np.array([7, 3, 7, 9, 3]))
     assert codes.tolist() == [0, 1, 0, 2, 1] and kept.tolist() == [7, 3, 9]
     assert kept[codes].tolist() == [7, 3, 7, 9, 3]

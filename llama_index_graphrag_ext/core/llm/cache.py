@@ -1,16 +1,7 @@
-"""Persistent LLM response cache.
+"""Persistent LLM response cache, keyed by model, prompt and call parameters.
 
-LLM indexing is the slow, paid part of every method here, so each response is
-stored on disk as soon as it arrives, keyed by the model, the prompt and the
-call parameters. A run that crashes half-way resumes without paying twice, and a
-second run over the same corpus makes no LLM calls at all.
-
-Example:
-    >>> cache = LLMCache(":memory:")
-    >>> key = cache_key("openai:gpt-4o-mini", "Say hi")
-    >>> cache.put(key, "hi")
-    >>> cache.get(key)
-    'hi'
+Each response is stored as soon as it arrives, so a run that crashes half-way
+resumes without paying twice and a re-run makes no LLM calls.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ __all__ = ["LLMCache", "cache_key", "llm_fingerprint"]
 
 _MEMORY = ":memory:"
 
-# Attributes of a LlamaIndex LLM that change what it answers. Read with getattr,
-# so LLM classes that lack some of them are fine.
+# Attributes of a LlamaIndex LLM that change what it answers (read with getattr).
 _SAMPLING_ATTRS = (
     "model",
     "temperature",
@@ -48,20 +38,13 @@ _SAMPLING_ATTRS = (
 class LLMCache:
     """A sqlite-backed key-value store for LLM responses.
 
-    Every ``put`` is committed at once, so a crash keeps everything written so
-    far. File databases use WAL journaling, which lets several processes read
-    while one writes. One connection is shared by all threads and guarded by a
-    lock; the calls are short, so using the cache from asyncio code is fine.
+    Every ``put`` is committed at once; file databases use WAL, so several
+    processes may read while one writes. One connection is shared by all threads
+    behind a lock.
 
     Args:
-        path: A file path for a persistent cache (parent folders are created),
-            or ``None`` / ``":memory:"`` for an in-memory cache that lives as
-            long as this object.
-
-    Attributes:
-        path: The database path, or ``":memory:"``.
-        hits: How many ``get`` calls found a value.
-        misses: How many ``get`` calls found nothing.
+        path: A file path (parent folders are created), or ``None`` /
+            ``":memory:"`` for an in-memory cache.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -93,14 +76,7 @@ class LLMCache:
         return self._conn
 
     def get(self, key: str) -> str | None:
-        """Return the cached value for ``key``, or ``None`` when absent.
-
-        Args:
-            key: A key, usually from [`cache_key`][llama_index_graphrag_ext.core.llm.cache.cache_key].
-
-        Returns:
-            The stored text, or ``None``.
-        """
+        """Return the cached value for ``key``, or ``None`` when absent."""
         with self._lock:
             row = (
                 self._connection()
@@ -114,13 +90,7 @@ class LLMCache:
             return row[0]
 
     def put(self, key: str, value: str) -> None:
-        """Store ``value`` under ``key``, replacing any earlier value.
-
-        The write is committed before this returns.
-
-        Args:
-            key: The cache key.
-            value: The response text.
+        """Store ``value`` under ``key``, replacing any earlier value; committed on return.
 
         Raises:
             TypeError: If ``value`` is not a string.
@@ -134,11 +104,7 @@ class LLMCache:
             )
 
     def delete(self, key: str) -> None:
-        """Remove ``key`` if present.
-
-        Args:
-            key: The cache key.
-        """
+        """Remove ``key`` if present."""
         with self._lock:
             self._connection().execute("DELETE FROM llm_cache WHERE key = ?", (key,))
 
@@ -195,19 +161,9 @@ def _canonical_json(obj: Any) -> str:
 def cache_key(model_id: str, prompt: str, params: dict[str, Any] | None = None) -> str:
     """Build a cache key from a model id, a prompt and call parameters.
 
-    The key is the SHA-256 of a canonical JSON document (sorted keys, no
-    whitespace), so parameter order does not matter. Values that JSON cannot
-    express are written with ``repr``.
-
-    Args:
-        model_id: The model's identity, usually from
-            [`llm_fingerprint`][llama_index_graphrag_ext.core.llm.cache.llm_fingerprint].
-        prompt: The full prompt text.
-        params: Call parameters that change the answer (sampling settings,
-            extra keyword arguments).
-
-    Returns:
-        A 64-character lowercase hex digest.
+    The key is the SHA-256 hex digest of a canonical JSON document, so parameter
+    order does not matter; ``model_id`` usually comes from
+    [`llm_fingerprint`][llama_index_graphrag_ext.core.llm.cache.llm_fingerprint].
     """
     doc = {"model": model_id, "prompt": prompt, "params": params or {}}
     return hashlib.sha256(_canonical_json(doc).encode("utf-8")).hexdigest()
@@ -223,18 +179,9 @@ def _plain(value: Any) -> Any:
 def llm_fingerprint(llm: Any) -> str:
     """Return a stable identity string for a LlamaIndex LLM.
 
-    It combines the class name, ``llm.metadata.model_name`` and the sampling
-    settings the object exposes as attributes (``temperature``, ``max_tokens``,
-    ``max_new_tokens``, ``top_p``, ``seed``, ...) plus the file name of
-    ``model_path`` for local models. Two LLMs that could answer differently get
-    different fingerprints, so they never share cache entries. Credentials and
-    endpoints are not included.
-
-    Args:
-        llm: Any LlamaIndex ``LLM`` (or an object with a similar surface).
-
-    Returns:
-        A string such as ``'OpenAI:gpt-4o-mini:{"max_tokens":null,"temperature":0.1}'``.
+    The class name, model name, sampling settings and the file name of a local
+    ``model_path``: two LLMs that could answer differently never share cache
+    entries. Credentials and endpoints are not included.
     """
     name = type(llm).__name__
     try:
@@ -250,7 +197,6 @@ def llm_fingerprint(llm: Any) -> str:
         if callable(value) or (attr == "model" and value == model_name):
             continue
         if attr == "system_prompt" and isinstance(value, str):
-            # Long system prompts would swamp the id; a digest identifies them as well.
             value = hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
         params[attr] = _plain(value)
     model_path = getattr(llm, "model_path", None)

@@ -1,30 +1,10 @@
 """``LLMCaller``: the one way the suite calls an LLM.
 
-Every LLM step of every method goes through a caller, which adds to any
-LlamaIndex ``LLM``:
-
-* **one event loop** (:mod:`.loop`): calls run on the suite's loop, so pooled
-  connections of async clients stay valid, and no caller's loop is blocked;
-* **one retry layer** (:mod:`.retry`, tenacity): 429 (``Retry-After``), 5xx,
-  time-outs and broken connections are retried; 400/401/403 are not. The LLM
-  is called through a copy whose client does not retry on its own;
-* **replies read as models write them** (:mod:`.parse`): reasoning blocks
-  dropped; structured output through LlamaIndex's structured prediction where
-  the model supports it (JSON schema, function calling), else JSON read with
-  ``json-repair`` and re-asked once when unusable;
-* **no cut reply accepted as complete**: a reply stopped by the length limit
-  is asked again with twice the limit (up to the context window), else it
-  fails as :class:`LLMTruncatedError`; ``max_tokens`` is set per call from
-  what each prompt needs;
-* **a response cache** (:class:`.cache.LLMCache`): only complete, usable
-  answers are stored, so an interrupted run resumes without paying twice;
-* **bounded concurrency** (``amap``) and **usage** counted from what the
-  provider reports (:mod:`.usage`): calls, tokens, retries, failures.
-
-Structured output lives in :mod:`.structured`, streams in :mod:`.streams`
-(mixins of the caller), and the copy of the LLM it calls in :mod:`.target`.
-Streams get the same treatment: served from the cache when possible, retried
-until the first token, counted, and cached once complete.
+It adds to any LlamaIndex ``LLM``: the suite's event loop (:mod:`.loop`), one
+retry layer (:mod:`.retry`), replies read as models write them (:mod:`.parse`),
+re-asking with a larger limit when a reply is cut, a response cache of complete
+usable answers, bounded concurrency and usage counting (:mod:`.usage`).
+Structured output and streams are mixins (:mod:`.structured`, :mod:`.streams`).
 """
 
 from __future__ import annotations
@@ -69,16 +49,12 @@ class LLMCaller(StructuredCalls, StreamCalls):
     """Calls one LLM for one component (see the module docs).
 
     Args:
-        llm: Any LlamaIndex ``LLM``.
         cache: A response cache; ``None`` disables caching.
-        retry: The retry policy (default ``RetryPolicy()``).
         max_concurrency: Calls in flight at once (``amap`` and every call share it).
         meter: The usage meter to update (a fresh one by default).
 
     Attributes:
-        llm: The LLM as given (its class and model name are what logs report).
-        mode: How structured output is asked for (``json_schema``,
-            ``function_calling`` or ``text``; see :func:`.resolve.structured_mode`).
+        mode: How structured output is asked for (see :func:`.resolve.structured_mode`).
     """
 
     def __init__(
@@ -116,8 +92,6 @@ class LLMCaller(StructuredCalls, StreamCalls):
         view.meter = meter
         return view
 
-    # ------------------------------------------------------------------ plumbing
-
     def cache_key(self, prompt: str, kind: str = "text") -> str:
         """The key a reply to ``prompt`` is cached under (the length limit is not part of it)."""
         return cache_key(self._fingerprint, prompt, {"kind": kind})
@@ -144,10 +118,8 @@ class LLMCaller(StructuredCalls, StreamCalls):
     ) -> T:
         """Run ``attempt`` under the retry policy, counting retries and failures.
 
-        Unusable output (:class:`LLMOutputError`, a pydantic ``ValidationError``)
-        and cancellation are the caller's to count; so are errors ``expected``
-        accepts (a server refusing native structured output, which the caller
-        handles by asking in text).
+        Unusable output, cancellation and errors ``expected`` accepts are the
+        caller's to count.
         """
         policy = self.retry
 
@@ -227,9 +199,8 @@ class LLMCaller(StructuredCalls, StreamCalls):
     async def _complete(self, prompt: str, limit: int | None, allow_cut: bool = False) -> Reply:
         """A complete reply: retried on transient errors, asked again with more room when cut.
 
-        A reply that stays cut raises :class:`LLMTruncatedError`; with
-        ``allow_cut`` (free-text answers, never structured output) it is
-        returned with ``finish_reason="length"``, counted and logged.
+        A reply that stays cut raises :class:`LLMTruncatedError`, or with
+        ``allow_cut`` is returned with ``finish_reason="length"``.
         """
         for round_ in range(LENGTH_RETRIES + 1):
             text, reason = await self._retrying(
@@ -262,8 +233,6 @@ class LLMCaller(StructuredCalls, StreamCalls):
         """``Class(model)`` of the LLM, for logs."""
         return describe_llm(self.llm)
 
-    # ------------------------------------------------------------------ text
-
     async def acomplete(
         self,
         prompt: str,
@@ -275,15 +244,12 @@ class LLMCaller(StructuredCalls, StreamCalls):
         """A complete reply to ``prompt``, from the cache when it holds one.
 
         Args:
-            prompt: The prompt.
             max_tokens: What the reply may need (grown when the reply is cut,
-                never beyond the LLM's own ``max_tokens`` / ``max_new_tokens``).
-            accept: Check of a usable reply (given the text without reasoning);
-                replies it rejects are returned but never cached, and a cached
-                reply it rejects is asked again.
-            allow_cut: Return a reply that stays cut by the length limit (marked
-                ``finish_reason="length"``, counted in ``truncated``, not cached)
-                instead of raising. For free-text answers only.
+                never beyond the LLM's own ceiling).
+            accept: Check of a usable reply; rejected replies are returned but
+                never cached, and a rejected cached reply is asked again.
+            allow_cut: Return a reply that stays cut (``finish_reason="length"``,
+                not cached) instead of raising. For free-text answers only.
 
         Raises:
             LLMTruncatedError: The reply stayed cut by the length limit.
@@ -316,8 +282,6 @@ class LLMCaller(StructuredCalls, StreamCalls):
         """Synchronous :meth:`acomplete`."""
         return run_sync(lambda: self.acomplete(prompt, **kwargs))
 
-    # ------------------------------------------------------------------ fan-out
-
     async def amap(
         self,
         items: Sequence[Any],
@@ -328,8 +292,7 @@ class LLMCaller(StructuredCalls, StreamCalls):
     ) -> list[T | BaseException]:
         """``fn`` over ``items`` on the suite's loop, at most ``max_concurrency`` at once.
 
-        Returns one result per item in order; a failed item's slot holds its
-        exception (callers count and log them), except
+        A failed item's slot holds its exception, except
         :class:`~.steps.LLMFallbackError` and cancellation, which propagate.
         """
         return await on_suite_loop(self._amap(list(items), fn, show_progress, desc))

@@ -1,21 +1,9 @@
-"""One event loop for every LLM call the suite makes.
+"""One event loop, in a daemon thread, for every LLM call the suite makes.
 
-Async LLM clients keep pooled connections, and a connection belongs to the
-event loop that opened it. Running each synchronous call in a fresh loop
-(``asyncio.run``) leaves the client holding connections of a closed loop: the
-next call on another loop fails, and with retries off it fails for good. So
-the suite runs all of its LLM coroutines on one long-lived loop in a daemon
-thread:
-
-* synchronous code hands a coroutine over and blocks until it finishes
-  (:func:`run_sync`);
-* asynchronous code awaits it from its own loop without blocking that loop
-  (:func:`on_suite_loop`);
-* streams cross over item by item (:func:`iterate_sync`, :func:`iterate_async`).
-
-Context variables (instrumentation spans, usage captures) travel with the
-coroutine. CPU work never runs on this loop: callers push it to worker
-threads (``asyncio.to_thread``) so the loop stays free for I/O.
+An async client's pooled connections belong to the loop that opened them, so a
+fresh ``asyncio.run`` per call leaves the client holding connections of a closed
+loop. Sync code blocks on :func:`run_sync`, async code awaits
+:func:`on_suite_loop`; CPU work never runs on this loop.
 """
 
 from __future__ import annotations
@@ -80,19 +68,10 @@ def _on_loop_thread() -> bool:
 def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run a coroutine on the suite's loop and wait for its result.
 
-    Works from any thread, with or without a running loop of the caller's
-    (a notebook, an async web handler): the caller blocks, as any synchronous
-    API does, while the coroutine runs on the suite's loop.
-
-    Args:
-        factory: A zero-argument callable returning the coroutine.
-
-    Returns:
-        The coroutine's result (its exception is raised here).
+    Works from any thread, even one with a running loop (a notebook).
 
     Raises:
-        RuntimeError: Called from the suite's loop thread itself, where waiting
-            would deadlock; use the async API there.
+        RuntimeError: Called from the suite's loop thread itself (a deadlock).
     """
     if _on_loop_thread():
         raise RuntimeError(

@@ -1,20 +1,7 @@
 """Reading LLM replies the way real models write them.
 
-Models wrap what was asked for in prose, code fences and reasoning. Each
-reader here takes a reply as it comes and returns what was asked for, or says
-plainly that it is not there:
-
-* :func:`strip_reasoning` removes ``<think>...</think>`` blocks (reasoning
-  models served by vLLM, Ollama or llama.cpp put them in the content);
-* :func:`parse_json` finds JSON in fences, after preambles and before
-  commentary, and repairs what small models break (``json-repair``);
-* :func:`find_items` takes the list out of whatever holds it: a bare array, a
-  wrapper object under any key (``{"qa_pairs": [...]}``), or an object keyed
-  by number (``{"1": ..., "2": ...}``);
-* :func:`validate_reply` turns a reply into a pydantic model by those rules;
-* :func:`parse_list` reads numbered, bulleted or bracketed lines;
-* :func:`parse_answer`, :func:`parse_yes_no` and :func:`is_unanswered` read
-  short answers: ``Answer: Paris``, ``Based on the context, yes.``, ``I don't know``.
+Models wrap what was asked for in prose, code fences and reasoning blocks; each
+reader here returns what was asked for or says plainly that it is not there.
 """
 
 from __future__ import annotations
@@ -45,11 +32,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class LLMOutputError(ValueError):
-    """An LLM reply that does not hold what was asked for.
-
-    Attributes:
-        raw: The reply, kept for logs.
-    """
+    """An LLM reply that does not hold what was asked for (``raw``: the reply, for logs)."""
 
     def __init__(self, message: str, raw: str | None = None) -> None:
         super().__init__(message)
@@ -59,9 +42,6 @@ class LLMOutputError(ValueError):
         return (type(self), (str(self), self.raw))
 
 
-# --------------------------------------------------------------------------- reasoning
-
-# The tags reasoning models wrap their thoughts in.
 REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
 _CLOSED_BLOCK = re.compile(
     r"<(" + "|".join(REASONING_TAGS) + r")>.*?</\1>\s*", re.IGNORECASE | re.DOTALL
@@ -85,8 +65,6 @@ def strip_reasoning(text: str) -> str:
         text = _STRAY_CLOSE.sub("", text, count=1)
     return text.strip()
 
-
-# --------------------------------------------------------------------------- JSON
 
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 
@@ -121,10 +99,9 @@ def _repaired(text: str) -> list[Any]:
 
 
 def _concatenated(text: str) -> list[Any] | None:
-    """Several JSON values one after another (one object per line), from the first bracket.
+    """Several JSON values one after another, from the first bracket.
 
-    json-repair reads a second object with the same keys as a correction of the
-    first and keeps only the last, so such replies are read here first.
+    Read before json-repair, which keeps only the last of objects with the same keys.
     """
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
     if not starts:
@@ -228,9 +205,8 @@ def validate_reply(model: type[M], text: str) -> M:
     """Read a reply as ``model``: the first JSON candidate that validates wins.
 
     A model with a single list field also accepts the list on its own, in any
-    wrapper :func:`find_items` sees through; when no reading validates whole,
-    the items that do not validate are dropped, as long as one item does
-    (counted in nothing: the caller judges a short result).
+    wrapper :func:`find_items` sees through; failing that, items that do not
+    validate are dropped, as long as one item does.
 
     Raises:
         LLMOutputError: Nothing in the reply validates.
@@ -283,8 +259,6 @@ def _first_error(exc: Exception | None) -> str:
     return str(exc) if exc else "unknown shape"
 
 
-# --------------------------------------------------------------------------- lists
-
 _LIST_MARKER = re.compile(
     r"""^(?:
         \(\s*\d+\s*\)\s*             # (2) foo
@@ -308,13 +282,9 @@ def _unwrap(item: str) -> str:
 def parse_list(text: str) -> list[str]:
     """Items of a numbered, bulleted or bracketed list in a reply.
 
-    Recognises ``1. foo``, ``1) foo``, ``(2) foo``, ``- foo``, ``* foo``,
-    ``\u2022 foo`` and ``[foo]``. When any line is marked, unmarked lines (a
-    preamble such as "Here are the questions:", closing remarks) are dropped;
-    otherwise every non-empty line is an item, unless the reply is a refusal
-    ("I'm sorry, but I can't help with that.": no items, see :func:`is_refusal`).
-    Quotes, backticks or ``**`` around a whole item are removed; reasoning
-    blocks are skipped.
+    When any line is marked, unmarked lines (preamble, closing remarks) are
+    dropped; otherwise every non-empty line is an item, unless the reply is a
+    refusal. Quotes, backticks or ``**`` around a whole item are removed.
     """
     lines: list[tuple[str, bool]] = []
     for line in strip_reasoning(text).splitlines():
@@ -339,7 +309,6 @@ def parse_list(text: str) -> list[str]:
     return [item for item, _ in lines]
 
 
-# How assistants decline; a refusal has no items, whatever its shape.
 _REFUSAL = re.compile(
     r"^\W*(?:(?:i'?m|i am) (?:sorry|afraid|unable|not able)|sorry\b|i apologi[sz]e"
     r"|i (?:cannot|can't|can not|won't|will not|am not able to|must decline)"
@@ -352,8 +321,6 @@ def is_refusal(text: str) -> bool:
     """Whether a reply opens by declining the task ("I'm sorry, but I can't ...")."""
     return bool(_REFUSAL.match(strip_reasoning(text).replace("\u2019", "'")))
 
-
-# --------------------------------------------------------------------------- answers
 
 _LABEL = re.compile(
     r"^\s*(?:\*\*|__)?\s*(?:final answer|short answer|answer|rewritten(?: sub-?question| question)?"
@@ -378,11 +345,9 @@ _FINAL_LABEL = re.compile(r"^\s*(?:\*\*|__)?\s*final answer\b", re.IGNORECASE)
 def parse_answer(text: str) -> str:
     """A short answer: reasoning dropped, the answer's line preferred, quotes and labels removed.
 
-    ``"<think>...</think>\\nAnswer: Paris"`` and ``"The capital.\\nAnswer: Paris"``
-    both give ``"Paris"``. The first line labelled as an answer wins (a small
-    model that goes on with "Question: ... Answer: ..." after its answer does
-    not replace it), unless a "Final answer:" follows, which then decides; a
-    reply without such a label gives its first non-empty line.
+    The first line labelled as an answer wins (a small model that goes on with
+    "Question: ... Answer: ..." does not replace it), unless a "Final answer:"
+    follows; without a label, the first non-empty line.
     """
     lines = [ln.strip() for ln in strip_reasoning(text).splitlines() if ln.strip()]
     labelled = [
@@ -414,8 +379,7 @@ _WORD = re.compile(r"[a-z]+")
 def parse_yes_no(text: str) -> bool | None:
     """A yes/no reply as a boolean; ``None`` when it says neither.
 
-    The first "yes" or "no" word decides (``Based on the context, yes.`` is
-    yes; ``No, it does not say.`` is no); failing one, phrases such as "is
+    The first "yes" or "no" word decides; failing one, phrases such as "is
     sufficient" or "does not contain" do.
     """
     body = strip_reasoning(text)

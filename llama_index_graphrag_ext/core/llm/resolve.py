@@ -11,12 +11,8 @@ A component's LLM is, in order (:func:`choose_llm`):
 4. the embedded SmolLM2, for the steps it can do;
 5. none: LLM-free.
 
-Components resolve once, when they are built, and record the choice (class,
-model, tier, where it came from) in their step ledger (:mod:`.steps`).
-
-The tier of an LLM is ``full-llm`` for any capable model and ``embedded-llm``
-for the bundled SmolLM2-135M, which can write short questions and answers but
-not JSON (:func:`writes_json`, the one such check in the suite).
+The bundled SmolLM2 is the ``embedded-llm`` tier: it writes short text but not
+JSON (:func:`writes_json`).
 """
 
 from __future__ import annotations
@@ -59,9 +55,6 @@ DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 Tier = Literal["full-llm", "embedded-llm", "llm-free"]
 
 
-# --------------------------------------------------------------------------- capabilities
-
-
 def is_embedded(llm: Any) -> bool:
     """Whether ``llm`` is the bundled SmolLM2 (the embedded tier)."""
     if llm is None:
@@ -91,10 +84,9 @@ def writes_json(llm: Any) -> bool:
 def structured_mode(llm: Any) -> Literal["json_schema", "function_calling", "text"]:
     """How structured output is asked of ``llm``.
 
-    ``json_schema``: OpenAI models with structured outputs (``response_format``);
-    ``function_calling``: LLMs that declare function calling (a forced tool
-    call); ``text``: the JSON is asked for in the prompt and read tolerantly.
-    Both native modes go through LlamaIndex's ``astructured_predict``.
+    ``json_schema`` (OpenAI structured outputs) or ``function_calling`` go
+    through LlamaIndex's ``astructured_predict``; ``text`` asks for JSON in the
+    prompt and reads it tolerantly.
     """
     should = getattr(llm, "_should_use_structure_outputs", None)
     try:
@@ -134,15 +126,10 @@ def describe_llm(llm: Any) -> str:
     return f"{ident['class']}({ident['model'] or '?'})"
 
 
-# --------------------------------------------------------------------------- providers
-
-
 def provider_from_env(env: dict[str, str] | None = None) -> str:
     """The provider the environment asks for (``embedded`` when it names none).
 
-    ``GRAPHRAG_LLM`` wins when set (one of :data:`PROVIDERS`); otherwise an
-    OpenAI-compatible base URL selects ``openai-like`` and an ``OPENAI_API_KEY``
-    selects ``openai``.
+    ``GRAPHRAG_LLM`` wins, then an OpenAI-compatible base URL, then ``OPENAI_API_KEY``.
     """
     env = dict(os.environ if env is None else env)
     chosen = env.get("GRAPHRAG_LLM", "").strip().lower()
@@ -160,8 +147,7 @@ def provider_from_env(env: dict[str, str] | None = None) -> str:
 def llm_for_provider(provider: str, env: dict[str, str] | None = None) -> LLM | None:
     """Build the LLM of a named provider (``none``: ``None``, LLM-free).
 
-    The OpenAI clients are built without retries of their own: the suite's
-    caller is the one retry layer (see :mod:`.retry`).
+    OpenAI clients get no retries of their own: the caller is the one retry layer.
     """
     env = dict(os.environ if env is None else env)
     model = env.get("GRAPHRAG_LLM_MODEL")
@@ -198,9 +184,7 @@ class LLMChoice:
     """An LLM picked by the rule, and where it came from.
 
     Attributes:
-        llm: The LLM, or ``None`` (LLM-free).
-        source: ``argument``, ``settings``, ``environment`` (``GRAPHRAG_LLM`` or
-            the OpenAI variables), ``embedded-default`` or ``none``.
+        source: ``argument``, ``settings``, ``environment``, ``embedded-default`` or ``none``.
     """
 
     llm: LLM | None
@@ -217,15 +201,9 @@ class LLMChoice:
 
 
 def choose_llm(llm: LLM | str | None = None) -> LLMChoice:
-    """Apply the rule of the module docs once.
+    """Apply the rule of the module docs to an LLM, a provider name or ``None``.
 
-    Args:
-        llm: An LLM, a provider name (``openai``, ``openai-like``, ``embedded``,
-            ``none``) or ``None``.
-
-    Returns:
-        The choice. A missing embedded model package at step 4 gives LLM-free,
-        with a warning that says how to install it.
+    A missing embedded model package at step 4 gives LLM-free, with a warning.
     """
     if isinstance(llm, LLM):
         return LLMChoice(llm, "argument")

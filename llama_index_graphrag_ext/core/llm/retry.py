@@ -1,16 +1,9 @@
 """Which LLM errors are worth another attempt, and how long to wait (on ``tenacity``).
 
-A failed call is retried only where retrying can help: rate limits (429,
-honouring the server's ``Retry-After``), server errors (5xx), request
-timeouts (408) and lock conflicts (409), time-outs and broken connections.
-Requests the server refused for what they are (400 bad request, 401 bad key,
-403 forbidden, 404 unknown model, 422) fail at once: asking again would only
-spend money and time.
-
-There is one retry layer, the suite's. Clients that retry on their own
-(OpenAI's SDK does, and LlamaIndex's ``OpenAI`` wraps calls in a second
-tenacity loop) get their own retries turned off in the copy the suite calls
-(see :func:`.calls.call_copy`), so one 429 is not retried nine times.
+Rate limits (honouring ``Retry-After``), server errors, time-outs and broken
+connections are retried; requests refused for what they are (400, 401, 403,
+404, 422) fail at once. This is the one retry layer: the copy of the LLM the
+suite calls has its client's own retries turned off (:func:`.calls.call_copy`).
 """
 
 from __future__ import annotations
@@ -21,7 +14,6 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from tenacity import RetryCallState
 
@@ -106,19 +98,14 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 class RetryPolicy:
     """How one LLM call is attempted.
 
-    Between attempts the wait is the server's ``Retry-After`` when it sent one
-    (capped at ``max_retry_after``), otherwise an exponential back-off
-    ``base_delay * 2 ** (attempt - 1)`` capped at ``max_delay``, with jitter
-    (a random value between half and all of it) so concurrent callers do not
-    retry in lockstep.
+    The wait is the server's ``Retry-After`` (capped at ``max_retry_after``),
+    else ``base_delay * 2 ** (attempt - 1)`` capped at ``max_delay``, jittered
+    between half and all of it so concurrent callers do not retry in lockstep.
 
     Attributes:
         max_attempts: Attempts per call, the first included (>= 1).
-        timeout: Seconds allowed per attempt (``None``: no limit). It is also
-            the HTTP client's own time-out in the copy of the LLM the suite calls.
-        base_delay: Seconds before the first retry without ``Retry-After``.
-        max_delay: Longest back-off without ``Retry-After``.
-        max_retry_after: Longest wait a ``Retry-After`` header may impose.
+        timeout: Seconds allowed per attempt (``None``: no limit), also the HTTP
+            client's own time-out.
     """
 
     max_attempts: int = 3
@@ -161,8 +148,3 @@ class RetryPolicy:
         text = " ".join(str(exc).split())
         text = text if len(text) <= 200 else text[:197] + "..."
         return f"HTTP {status}: {text}" if status is not None and str(status) not in text else text
-
-
-def settings_of(policy: RetryPolicy) -> dict[str, Any]:
-    """The policy as plain settings (persisted with a component's configuration)."""
-    return {"max_attempts": policy.max_attempts, "timeout": policy.timeout}

@@ -1,19 +1,10 @@
 """Which LLM each step of a component used, in which tier, and every fallback.
 
-A method's LLM steps (Doc2Query, knowledge units, extraction, decomposition,
-...) each have an LLM-free stand-in. A step falls back to it in two ways, and
-neither is silent:
-
-* **planned**: the step needs JSON and the LLM is the embedded SmolLM2, which
-  cannot write it; or no LLM resolves at all. The whole step runs LLM-free, a
-  WARNING says so, and the step's record shows tier ``llm-free`` and why;
-* **per item**: one chunk's (or one query's) call failed or its reply stayed
-  unusable. The item gets the stand-in, a WARNING counts the items, and the
-  record counts them with their reasons.
-
-With ``on_llm_failure="raise"`` either becomes an :class:`LLMFallbackError`
-instead. Records persist with an index (its manifest) and reach the runner,
-which fails a method whose full tier fell back on more than 5% of its items.
+Each LLM step has an LLM-free stand-in. A whole step falls back when it is
+*planned* without a capable LLM (no LLM, or JSON asked of the embedded SmolLM2);
+single items fall back when their call fails or the reply stays unusable. Both
+log a WARNING and are recorded; ``on_llm_failure="raise"`` turns them into
+:class:`LLMFallbackError`. Records persist with an index.
 """
 
 from __future__ import annotations
@@ -53,16 +44,11 @@ class StepRecord:
     """One LLM step of a component.
 
     Attributes:
-        step: The step's name (``doc2query``, ``knowledge-units``, ...).
-        tier: The tier the step runs in: ``full-llm``, ``embedded-llm`` or ``llm-free``.
-        llm_class: Class of the LLM it uses (``None`` LLM-free).
-        model: The model name.
+        tier: ``full-llm``, ``embedded-llm`` or ``llm-free``.
         source: Where the LLM came from (see :class:`.resolve.LLMChoice`).
         stand_in: What runs instead when the LLM cannot.
         note: Why the step runs LLM-free, when it does.
-        items: Items (chunks, queries, ...) the step handled.
         fallbacks: Items that got the stand-in although the step had an LLM.
-        reasons: Fallbacks by reason.
     """
 
     step: str
@@ -119,11 +105,7 @@ def reason_of(exc: BaseException) -> str:
 
 
 class LLMSteps:
-    """The step ledger of one component (see the module docs); thread-safe.
-
-    Args:
-        owner: The component's name, for log lines.
-    """
+    """The step ledger of one component (``owner``: its name for logs); thread-safe."""
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
@@ -142,11 +124,8 @@ class LLMSteps:
         """Decide the tier of ``step`` once; return the LLM to use, or ``None`` for the stand-in.
 
         Args:
-            step: The step's name.
-            choice: The component's resolved LLM.
             needs: ``json`` for steps that need structured output, ``text`` otherwise.
             stand_in: What runs when the step is LLM-free (said in logs and stats).
-            on_failure: The component's ``on_llm_failure``.
 
         Raises:
             LLMFallbackError: The LLM cannot do the step and ``on_llm_failure="raise"``.
@@ -187,13 +166,7 @@ class LLMSteps:
         return llm
 
     def chose_llm_free(self, step: str, stand_in: str, note: str) -> None:
-        """Record that ``step`` runs its LLM-free stand-in by the user's choice (no LLM asked for).
-
-        Args:
-            step: The step.
-            stand_in: What runs instead.
-            note: The choice that made it so (``alpha = 0``, ``generator="sentences"``, ...).
-        """
+        """Record that ``step`` runs its stand-in by the user's choice (``note`` says which)."""
         with self._lock:
             old = self._records.get(step)
             record = StepRecord(step, "llm-free", stand_in=stand_in, note=note, source="choice")
@@ -221,10 +194,8 @@ class LLMSteps:
         """Record that some items of ``step`` got the stand-in; one WARNING with the counts.
 
         Args:
-            step: The step.
             reasons: One short reason per item that fell back.
             what: The item's name for the log (``chunk``, ``query``, ...).
-            on_failure: The component's ``on_llm_failure``.
 
         Raises:
             LLMFallbackError: With ``on_llm_failure="raise"``.

@@ -1,10 +1,8 @@
 """Streamed replies (a mixin of ``LLMCaller``).
 
-A stream is served from the cache when it can be, retried until its first
-piece, counted, and cached once complete; a stream cut by the length limit is
-counted and not cached. Reasoning blocks (``<think>...</think>``) are dropped
-as the pieces arrive, by the same filter that replays a cached reply, so a
-stream reads the same the first time and every time after.
+Served from the cache when possible, retried until the first piece, cached once
+complete (not when cut). One filter drops reasoning blocks from live and cached
+streams alike, so a stream reads the same every time.
 """
 
 from __future__ import annotations
@@ -104,11 +102,9 @@ _OPENINGS = tuple(f"<{tag}>" for tag in REASONING_TAGS)
 class ReasoningFilter:
     """Drops reasoning blocks from text that arrives in pieces.
 
-    Text that may be the start of an opening tag is held back until the next
-    piece settles it; a block never closed is dropped to the end. Leading
-    whitespace, and the whitespace after a block, is dropped as
-    :func:`.parse.strip_reasoning` drops it. (A closing tag whose opening the
-    server stripped cannot be recognised before it arrives, and passes.)
+    A possible opening tag is held back until the next piece settles it; an
+    unclosed block is dropped to the end; whitespace is dropped as
+    :func:`.parse.strip_reasoning` drops it.
     """
 
     def __init__(self) -> None:

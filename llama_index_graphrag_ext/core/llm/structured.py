@@ -55,17 +55,11 @@ class StructuredCalls:
     ) -> M:
         """A pydantic ``output_cls`` from the LLM.
 
-        Natively (JSON schema or a forced tool call through LlamaIndex's
-        ``astructured_predict``) where the LLM supports it, else from the text
-        reply read by :func:`.parse.validate_reply`; an unusable reply is asked
-        again ``repair_attempts`` times. A server that rejects native
-        structured output (some OpenAI-compatible servers do) switches this
-        caller to text, once, with a warning.
+        A server that rejects native structured output switches this caller to
+        text mode, once, with a warning.
 
         Args:
             prompt: The prompt; it should describe the JSON wanted (text mode reads it).
-            output_cls: The pydantic model.
-            max_tokens: What the reply may need.
             repair_attempts: Re-asks after an unusable reply.
             check: Extra validation of the result (raise ``ValueError`` to reject it).
 

@@ -43,8 +43,7 @@ class Reply:
     Attributes:
         text: The reply without reasoning blocks.
         raw: The reply as the model wrote it.
-        finish_reason: Why it ended (``stop``, ...; ``None`` when the provider does not say).
-        from_cache: Served from the response cache.
+        finish_reason: Why it ended (``None`` when the provider does not say).
     """
 
     text: str
@@ -56,14 +55,10 @@ class Reply:
 def call_copy(llm: Any, policy: RetryPolicy) -> Any:
     """The copy of ``llm`` the suite calls: one retry layer, and a client of its own.
 
-    Clients with their own retries (``max_retries``) get none, so the suite's
-    policy is the only layer; the HTTP time-out follows the policy; an
-    instance-wide ``max_tokens`` is dropped in favour of each call's (the
-    caller passes the instance's value when a call sets none); OpenAI-style
-    clients are asked for usage at the end of streams. The copy opens its own
-    connections on the suite's loop instead of sharing the user's object's
-    pooled client, which LlamaIndex's components may use from other loops.
-    LLMs without such settings are used as they are.
+    The client's own retries are turned off and its time-out follows the policy;
+    an instance-wide ``max_tokens`` gives way to each call's; OpenAI-style
+    clients report usage at the end of streams. The copy opens its own
+    connections on the suite's loop rather than sharing the user's pooled client.
     """
     fields = getattr(type(llm), "model_fields", {})
     update: dict[str, Any] = {}

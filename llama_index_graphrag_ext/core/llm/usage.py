@@ -1,19 +1,9 @@
 """Counting LLM calls and tokens: one meter, fed by LlamaIndex's instrumentation.
 
-Every LlamaIndex ``LLM`` emits start and end events on the instrumentation
-dispatcher, whoever calls it and however (``complete``, ``chat``, structured
-prediction, streams). One handler, registered once, turns those events into
-counts for two kinds of listener:
-
-* a **capture** (:func:`capture`) sees the responses of the calls made in its
-  context (a context variable, so it follows asyncio tasks and worker
-  threads started with ``asyncio.to_thread``); :class:`.calls.LLMCaller` opens
-  one per attempt to read the reply's token counts and finish reason;
-* a **process-wide meter** (:func:`count_llm_calls`) counts every outermost call
-  in the process while it is open (the runner and the demo use it).
-
-Tokens are the provider's reported usage when the response carries it, else
-the count of LlamaIndex's tokenizer (:func:`~..text.tokens.count_tokens`).
+One event handler turns every LLM's start and end events into counts for a
+:func:`capture` (the calls of one context, which :class:`.calls.LLMCaller` opens
+per attempt) and for process-wide meters (:func:`count_llm_calls`, outermost
+calls only). Tokens are the provider's reported usage, else counted.
 """
 
 from __future__ import annotations
@@ -53,11 +43,7 @@ class UsageMeter:
 
     Attributes:
         calls: Requests sent to the LLM (every attempt, failed ones included).
-        cache_hits: Answers served from the response cache instead.
         prompt_tokens: Prompt tokens, as the provider reported them (or counted).
-        completion_tokens: Completion tokens, likewise.
-        retries: Attempts that failed and were tried again.
-        failures: Calls that failed for good.
         parse_failures: Replies that stayed unusable after every re-ask.
         truncated: Replies cut by the length limit that could not be completed.
         length_retries: Re-asks with a larger ``max_tokens`` after a cut reply.
@@ -114,19 +100,9 @@ class UsageMeter:
         """Every counter back to zero."""
         self.take()
 
-    def merge(self, other: UsageMeter) -> UsageMeter:
-        """Add another meter's counts into this one; returns this meter."""
-        counts = other.snapshot()
-        counts.pop("total_tokens")
-        self.add(**counts)
-        return self
-
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={v}" for k, v in self.snapshot().items() if v)
         return f"UsageMeter({body})"
-
-
-# --------------------------------------------------------------------------- responses
 
 
 def _as_mapping(obj: Any) -> Mapping[str, Any] | None:
@@ -155,9 +131,8 @@ def _first_int(usage: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
 def reported_usage(response: Any) -> tuple[int | None, int | None]:
     """``(prompt_tokens, completion_tokens)`` a response reports; ``None`` where it does not.
 
-    Reads ``response.raw["usage"]`` (OpenAI ``prompt_tokens``/``completion_tokens``,
-    Anthropic ``input_tokens``/``output_tokens``), then ``additional_kwargs``
-    (where LlamaIndex's OpenAI puts a stream's usage).
+    Reads ``response.raw["usage"]`` (OpenAI, Anthropic and Gemini names), then
+    ``additional_kwargs`` (where LlamaIndex's OpenAI puts a stream's usage).
     """
     sources: list[Mapping[str, Any]] = []
     raw = _as_mapping(getattr(response, "raw", None))
@@ -186,9 +161,8 @@ _LENGTH_REASONS = frozenset({"length", "max_tokens", "max_output_tokens", "MAX_T
 def finish_reason(response: Any) -> str | None:
     """Why a response ended: ``"length"`` when the output limit cut it, else the provider's word.
 
-    Reads OpenAI-style ``raw.choices[0].finish_reason`` (llama.cpp answers the
-    same way), Anthropic-style ``raw.stop_reason`` and LlamaIndex's
-    ``additional_kwargs``. ``None`` when the response does not say.
+    Reads OpenAI-style ``raw.choices[0].finish_reason``, Anthropic-style
+    ``raw.stop_reason`` and ``additional_kwargs``; ``None`` when it does not say.
     """
     raw = _as_mapping(getattr(response, "raw", None)) or {}
     reason = None
@@ -224,17 +198,13 @@ def _tokens_of(prompt: str, response: Any) -> tuple[int, int]:
     return prompt_tokens, completion_tokens
 
 
-# --------------------------------------------------------------------------- events
-
-
 @dataclass
 class Capture:
     """The LLM responses seen in one context while a :func:`capture` block is open.
 
     Attributes:
-        ended: ``(prompt text, response)`` of every call that ended, in order;
-            a call implemented through another (llama.cpp's chat through its
-            completion) ends after its inner call, so the last one is the outermost.
+        ended: ``(prompt text, response)`` of every call that ended, in order; an
+            outer call ends after its inner ones, so the last is the outermost.
     """
 
     ended: list[tuple[str, Any]] = field(default_factory=list)
@@ -255,8 +225,7 @@ class Capture:
 _CAPTURES: contextvars.ContextVar[tuple[Capture, ...]] = contextvars.ContextVar(
     "graphrag_llm_captures", default=()
 )
-# The LLM calls open in this context, outermost first, by the instrumentation span
-# their start event was sent in (for process-wide counts of outermost calls only).
+# The LLM calls open in this context, outermost first, by span id.
 _OPEN: contextvars.ContextVar[tuple[str | None, ...]] = contextvars.ContextVar(
     "graphrag_llm_open_calls", default=()
 )
@@ -279,9 +248,7 @@ def capture() -> Iterator[Capture]:
 def fresh_call_depth() -> Iterator[None]:
     """Count calls made in the block as outermost.
 
-    A call that raises emits no end event; its span's drop event closes it
-    (see :class:`_UsageEvents`), and each attempt of the suite's caller also
-    starts afresh.
+    A call that raises emits no end event, so each attempt of the caller starts afresh.
     """
     token = _OPEN.set(())
     try:

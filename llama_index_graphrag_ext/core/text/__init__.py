@@ -8,12 +8,6 @@
 | :mod:`.parallel` | `ParsePool`: the same analyses in worker processes kept across batches |
 | :mod:`.tokens` | lexical tokens (`tokenize`) and LLM tokens (`count_tokens`, `truncate_tokens`) |
 | :mod:`.bleu` | BLEU and leave-one-out corpus BLEU (CUE-RAG's chunk value) |
-
-The methods use them so: sentences and named entities (ChainRAG's sentence
-graph, CUE-RAG's LLM-free knowledge units and entity anchoring, QCG-RAG's
-sentence nodes) come from one spaCy pipeline loaded once per process; lexical
-scoring ranks documents, sentences and entities without any model; BLEU
-measures how much of a chunk the rest of the corpus already says.
 """
 
 from .analysis import (

@@ -25,18 +25,7 @@ def extract_entities(
     nlp: Language | None = None,
     labels: Collection[str] | None = None,
 ) -> list[Entity]:
-    """Extract the named entities of one text.
-
-    Args:
-        text: The text.
-        nlp: A spaCy pipeline; `load_spacy()` when omitted.
-        labels: Keep only these entity labels (e.g. `DEFAULT_ENTITY_LABELS`); all when
-            ``None``.
-
-    Returns:
-        Entities in text order, with character offsets into ``text``; ``[]`` when the
-        pipeline has no NER (see `has_ner`).
-    """
+    """Extract the named entities of one text, in order, optionally only of ``labels``."""
     return extract_entities_batch([text], nlp, labels=labels)[0]
 
 
@@ -47,18 +36,7 @@ def extract_entities_batch(
     batch_size: int = 64,
     n_process: int = 1,
 ) -> list[list[Entity]]:
-    """Extract the named entities of many texts in one `nlp.pipe` stream.
-
-    Args:
-        texts: The texts.
-        nlp: A spaCy pipeline; `load_spacy()` when omitted.
-        labels: Keep only these entity labels; all when ``None``.
-        batch_size: Texts buffered per spaCy batch.
-        n_process: Worker processes for `nlp.pipe` (``-1``: one per CPU).
-
-    Returns:
-        One list of entities per text, in text order, with offsets into that text.
-    """
+    """Extract the named entities of many texts in one `nlp.pipe` stream (see `analyze_batch`)."""
     return [
         a.entities
         for a in analyze_batch(
@@ -72,11 +50,9 @@ class Analysis:
     """Sentences and entities of one text, from a single spaCy pass.
 
     Attributes:
-        sentences: Stripped, non-empty sentences in text order.
         sentence_spans: ``(start_char, end_char)`` of each stripped sentence in the text.
-        entities: Every entity of the text, in text order.
-        sentence_entities: For each sentence, the entities starting inside it (so every
-            entity belongs to exactly one sentence; offsets stay relative to the text).
+        sentence_entities: For each sentence, the entities starting inside it (offsets
+            stay relative to the text).
     """
 
     sentences: list[str] = field(default_factory=list)
@@ -96,21 +72,16 @@ def analyze_batch(
 ) -> list[Analysis]:
     """Split texts into sentences and extract their entities in one spaCy pass.
 
-    The sentences are the same as `split_sentences_batch`'s for the same pipeline. This
-    is what ChainRAG (sentence nodes linked by shared entities) and CUE-RAG (sentences as
-    knowledge units, entities as anchors) need, at the price of one pipeline run.
+    The sentences are the same as `split_sentences_batch`'s for the same pipeline.
 
     Args:
-        texts: The texts.
         nlp: A spaCy pipeline; `load_spacy()` when omitted.
         labels: Keep only these entity labels; all when ``None``.
         batch_size: Texts buffered per spaCy batch.
         n_process: Worker processes for `nlp.pipe` (``-1``: one per CPU).
         pool: Analyse in these worker processes instead (a `ParsePool` of the same
-            pipeline, kept across calls); ``nlp`` then only keys the parse cache.
-        sentences: ``"model"`` (the pipeline's parser) or ``"rule"`` (punctuation
-            rules; the parser is skipped, so the pass is about a third cheaper and
-            the entities are the same). See `SENTENCE_MODES`.
+            pipeline); ``nlp`` then only keys the parse cache.
+        sentences: One of `SENTENCE_MODES`; ``"rule"`` skips the parser, same entities.
 
     Returns:
         One `Analysis` per text, in input order (empty for blank texts).
@@ -184,11 +155,6 @@ def _collect(result: Analysis, offset: int, doc: Doc, keep: frozenset[str] | Non
             result.sentence_entities[first_sentence + s].append(entity)
 
 
-# --------------------------------------------------------------------------------------
-# Sharing parses between methods
-# --------------------------------------------------------------------------------------
-
-
 def _pipeline_key(nlp: Language) -> tuple:
     meta = nlp.meta or {}
     return (meta.get("lang"), meta.get("name"), meta.get("version"), tuple(nlp.pipe_names))
@@ -211,16 +177,9 @@ def _with_labels(analysis: Analysis, keep: frozenset[str] | None) -> Analysis:
 class ParseCache:
     """Analyses of texts kept in memory, so several indexes over one corpus parse it once.
 
-    `analyze_batch` consults the cache made current by `shared_parses`; CUE-RAG and
-    FG-RAG both analyse whole passage texts, so whichever is built second pays
-    nothing for spaCy (ChainRAG strips a leading title line first, so its texts
-    differ and it parses its own). Entries are keyed by the pipeline (name, version,
-    components) and the text, and hold every entity (label filters apply on the
-    way out). The cache grows with the corpus; it lives as long as you keep it.
-
-    Attributes:
-        hits: Texts served from the cache.
-        misses: Texts analysed by spaCy.
+    `analyze_batch` consults the cache made current by `shared_parses`. Entries
+    are keyed by pipeline and text and hold every entity (label filters apply on
+    the way out). ``hits`` and ``misses`` count texts.
     """
 
     def __init__(self) -> None:
@@ -274,24 +233,10 @@ _PARSE_CACHE: contextvars.ContextVar[ParseCache | None] = contextvars.ContextVar
 
 @contextlib.contextmanager
 def shared_parses(cache: ParseCache | None = None) -> Iterator[ParseCache]:
-    """Within the block, `analyze_batch` reuses the analyses held in ``cache``.
+    """Within the block, `analyze_batch` reuses the analyses held in ``cache`` (new if omitted).
 
-    Example:
-        >>> with shared_parses() as parses:  # doctest: +SKIP
-        ...     cue = MultiPartiteIndex.from_documents(docs)
-        ...     fg = FGRAGIndex.from_documents(docs)  # no second spaCy pass
-        >>> parses.hits  # doctest: +SKIP
-
-    The cache is a context variable: it applies to this thread and the asyncio
-    tasks it starts, not to worker threads a method might spawn (those parse as
-    usual).
-
-    Args:
-        cache: The cache to use (a new one when omitted); pass the same one to
-            several blocks to share across them.
-
-    Yields:
-        The cache in use.
+    A context variable: it applies to this thread and its asyncio tasks, not to
+    worker threads a method might spawn.
     """
     cache = ParseCache() if cache is None else cache
     token = _PARSE_CACHE.set(cache)

@@ -9,10 +9,6 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-# --------------------------------------------------------------------------------------
-# BLEU
-# --------------------------------------------------------------------------------------
-
 _SMOOTHINGS = ("add1", "none")
 
 
@@ -54,22 +50,10 @@ def bleu(
 ) -> float:
     """Sentence-level BLEU of a token sequence against one or more references.
 
-    ``BLEU = BP * exp(mean_{n=1..max_n} log p_n)`` where ``p_n`` is the clipped n-gram
-    precision: each candidate n-gram counts at most as often as it occurs in the single
-    reference where it is most frequent, divided by the number of candidate n-grams.
-    The brevity penalty is ``BP = 1`` if ``c > r`` else ``exp(1 - r / c)``, with ``c`` the
-    candidate length and ``r`` the reference length closest to ``c`` (ties: the shorter).
-
-    Smoothing ``"add1"`` adds one to the numerator and the denominator of every ``p_n``
-    with ``n > 1`` (Lin and Och's BLEU+1), so a short or loosely matching candidate keeps
-    a non-zero score when its unigrams match; ``"none"`` is the unsmoothed definition,
-    zero as soon as one order has no match (or the candidate is shorter than ``max_n``).
-
-    Args:
-        candidate: The candidate's tokens.
-        references: The references' token sequences.
-        max_n: The longest n-gram order.
-        smoothing: ``"add1"`` or ``"none"``.
+    ``BLEU = BP * exp(mean_{n=1..max_n} log p_n)`` with clipped n-gram precisions
+    ``p_n`` and the brevity penalty against the closest reference length (ties:
+    the shorter). ``"add1"`` smoothing is Lin and Och's BLEU+1 (``p_n`` for
+    ``n > 1``); ``"none"`` is zero as soon as one order has no match.
 
     Returns:
         BLEU in ``[0, 1]``; ``0.0`` for an empty candidate or no references.
@@ -100,21 +84,9 @@ def bleu(
 class CorpusNgramIndex:
     """Leave-one-out BLEU of every document against all the other documents.
 
-    CUE-RAG rates how much of chunk ``i`` the rest of the corpus already covers by
-    ``bleu(chunk_i, [every other chunk])``. Done naively that is quadratic in the corpus.
-    This index counts every n-gram once and keeps, per n-gram, its two highest
-    per-document counts (and the document holding the highest), so the maximum reference
-    count with document ``i`` left out is an O(1) look-up. Reference lengths are kept
-    sorted for the closest-length brevity penalty. The result equals
-    ``bleu(docs[i], docs[:i] + docs[i+1:], max_n, smoothing)`` exactly.
-
-    Building costs one pass over all n-grams; scoring document ``i`` costs one pass over
-    its own n-grams.
-
-    Args:
-        corpus_tokens: One token sequence per document.
-        max_n: The longest n-gram order.
-        smoothing: ``"add1"`` or ``"none"`` (see `bleu`).
+    Equals ``bleu(docs[i], docs[:i] + docs[i+1:], max_n, smoothing)`` exactly, without
+    the quadratic cost: per n-gram it keeps the two highest per-document counts (and
+    the holder of the highest), so the left-out maximum is an O(1) look-up.
     """
 
     def __init__(
@@ -164,17 +136,7 @@ class CorpusNgramIndex:
         return above
 
     def bleu(self, doc_index: int) -> float:
-        """BLEU of document ``doc_index`` against every other document.
-
-        Args:
-            doc_index: The document (negative indices count from the end).
-
-        Returns:
-            The score; ``0.0`` for an empty document or a one-document corpus.
-
-        Raises:
-            IndexError: ``doc_index`` is out of range.
-        """
+        """BLEU of document ``doc_index`` against every other document (0.0 when alone)."""
         n_docs = len(self._docs)
         if not -n_docs <= doc_index < n_docs:
             raise IndexError(f"document index {doc_index} out of range for {n_docs} documents")
@@ -196,9 +158,5 @@ class CorpusNgramIndex:
         return _combine_bleu(c, r, matches, totals, self.smoothing)
 
     def bleu_all(self) -> np.ndarray:
-        """Leave-one-out BLEU of every document.
-
-        Returns:
-            A float64 array of length ``len(self)``.
-        """
+        """Leave-one-out BLEU of every document (float64)."""
         return np.fromiter((self.bleu(i) for i in range(len(self))), dtype=np.float64)

@@ -6,10 +6,6 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-# --------------------------------------------------------------------------------------
-# Entities
-# --------------------------------------------------------------------------------------
-
 NUMERIC_ENTITY_LABELS: frozenset[str] = frozenset(
     {"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"}
 )
@@ -32,12 +28,8 @@ DEFAULT_ENTITY_LABELS: frozenset[str] = frozenset(
         "TIME",
     }
 )
-"""The OntoNotes labels of ``en_core_web_sm`` without `NUMERIC_ENTITY_LABELS`.
-
-Extraction keeps every label by default; a method that wants only "nameable" entities
-passes ``labels=DEFAULT_ENTITY_LABELS``. DATE and TIME are kept: multi-hop questions
-often hinge on them. Pipelines with another label scheme need their own set.
-"""
+"""The OntoNotes labels without `NUMERIC_ENTITY_LABELS` (DATE and TIME kept: multi-hop
+questions often hinge on them)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +37,6 @@ class Entity:
     """A named-entity mention.
 
     Attributes:
-        text: The mention as it appears in the text.
-        label: The entity type (e.g. ``PERSON``, ``GPE``).
         start_char: Offset of the first character in the analysed text.
         end_char: Offset one past the last character in the analysed text.
     """
@@ -85,28 +75,10 @@ _NOT_TEXT_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffd]"
 def normalize_entity(text: str) -> str:
     """Normalise an entity mention into the key under which mentions are merged.
 
-    Several methods (CUE-RAG's entity nodes, ChainRAG's entity-co-occurrence edges, FG-RAG's
-    entity expansion) treat two mentions as one entity when their keys are equal. The key
-    is built by, in order:
-
-    1. Unicode NFKC normalisation and `str.casefold`;
-    2. mapping typographic apostrophes (``’``, ``‘``, ``ʼ``, `````) to ``'``;
-    3. collapsing every run of whitespace into a single space;
-    4. stripping surrounding punctuation and whitespace;
-    5. stripping a possessive ``'s`` (``Curie's`` -> ``curie``) or a trailing plural
-       possessive apostrophe (``Beatles'`` -> ``beatles``);
-    6. dropping one leading article ``the `` (``The Beatles`` -> ``beatles``);
-    7. stripping surrounding punctuation and whitespace again.
-
-    Inner punctuation is kept (``U.S`` stays ``u.s``, ``Jean-Paul`` stays ``jean-paul``).
-    A mention holding control characters or U+FFFD (binary bytes decoded as text,
-    which NER models happily tag) is no name: its key is ``""``.
-
-    Args:
-        text: The entity mention.
-
-    Returns:
-        The normalised key; ``""`` if nothing but punctuation and whitespace remains.
+    NFKC and casefold, typographic apostrophes to ``'``, whitespace collapsed,
+    surrounding punctuation, a possessive and one leading ``the`` stripped
+    (``The Beatles'`` -> ``beatles``); inner punctuation is kept. A mention with
+    control characters or U+FFFD (binary data) gets ``""``, as does punctuation only.
     """
     key = unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES)
     key = _strip_punct(_WS_RE.sub(" ", key))

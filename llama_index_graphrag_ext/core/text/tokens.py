@@ -7,10 +7,6 @@ from typing import Any
 
 from spacy.lang.en.stop_words import STOP_WORDS
 
-# --------------------------------------------------------------------------------------
-# Lexical tokenisation
-# --------------------------------------------------------------------------------------
-
 _WORD_RE = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
 _CONTRACTIONS = ("n't", "'ll", "'re", "'ve", "'d", "'m")
 _CONTRACTION_STEMS = frozenset({"wo", "sha", "ai"})  # won't, shan't, ain't
@@ -19,22 +15,9 @@ _CONTRACTION_STEMS = frozenset({"wo", "sha", "ai"})  # won't, shan't, ain't
 def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     """Tokenise text for lexical scoring (BM25, BLEU), without a spaCy pipeline.
 
-    Words are maximal runs of Unicode letters and digits, joined across single inner
-    apostrophes or hyphens (``o'brien``, ``jean-paul``, ``covid-19`` stay whole; a dash
-    between numbers such as ``1980–2008`` separates them). Tokens are casefolded,
-    typographic apostrophes become ``'``, and a possessive ``'s`` is removed
-    (``curie's`` -> ``curie``).
-
-    With ``stopwords=True``, spaCy's English stop words
-    (`spacy.lang.en.stop_words.STOP_WORDS`) are dropped, including contractions of them
-    (``don't``, ``they'll``).
-
-    Args:
-        text: The text.
-        stopwords: Drop English stop words.
-
-    Returns:
-        The tokens in text order.
+    Words are runs of letters and digits joined across single inner apostrophes or
+    hyphens (``o'brien``, ``covid-19``), casefolded, without a possessive ``'s``.
+    ``stopwords=True`` drops spaCy's English stop words and their contractions.
     """
     out: list[str] = []
     for match in _WORD_RE.finditer(text.casefold()):
@@ -52,11 +35,6 @@ def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# LLM token counts
-# --------------------------------------------------------------------------------------
-
-
 def _tokenizer() -> Any:
     from llama_index.core.utils import get_tokenizer
 
@@ -64,33 +42,15 @@ def _tokenizer() -> Any:
 
 
 def count_tokens(text: str) -> int:
-    """Number of LLM tokens in ``text``, with LlamaIndex's global tokenizer.
-
-    That is tiktoken's ``cl100k_base`` unless `llama_index.core.set_global_tokenizer`
-    chose another; it loads from the copy bundled with llama-index-core (no network).
-
-    Args:
-        text: The text.
-
-    Returns:
-        The token count.
-    """
+    """Number of LLM tokens in ``text``, with LlamaIndex's global tokenizer (no network)."""
     return len(_tokenizer()(text)) if text else 0
 
 
 def truncate_tokens(text: str, max_tokens: int) -> str:
     """Cut ``text`` to at most ``max_tokens`` LLM tokens (see `count_tokens`).
 
-    With a tiktoken tokenizer the token prefix is decoded (a character split in half at
-    the cut is dropped); with any other global tokenizer the longest fitting character
-    prefix is found by bisection.
-
-    Args:
-        text: The text.
-        max_tokens: The budget; ``0`` or less gives ``""``.
-
-    Returns:
-        ``text`` itself when it fits, else its truncated prefix.
+    A tiktoken prefix is decoded directly; with any other tokenizer the longest
+    fitting character prefix is found by bisection.
     """
     if max_tokens <= 0 or not text:
         return ""

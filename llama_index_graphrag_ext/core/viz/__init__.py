@@ -1,20 +1,8 @@
-"""Seeing a `TypedGraph`: GraphML for Gephi and a self-contained HTML viewer.
+"""Seeing a `TypedGraph`: GraphML for Gephi and a self-contained offline HTML viewer.
 
-``graphrag-ext viz INDEX_DIR --out FILE`` calls `export_index`, which reads a
-persisted index's graph and calls `export`, which picks the format from the
-file suffix:
-
-- ``.graphml``: `export_graphml`, for Gephi, Cytoscape or ``networkx.read_graphml``.
-- ``.html`` / ``.htm``: `export_html`, one offline file (inline SVG, CSS and a
-  small vanilla script; no CDN, no external font or stylesheet) with pan, zoom,
-  hover tooltips, neighbour highlighting and a legend per node and edge kind.
-
-Large graphs are capped to a readable neighbourhood by `neighbourhood`, and
-both formats record how many nodes and edges were shown out of the total.
-
-One module per concern: `.selection` (what is shown, labels), `.graphml`,
-`.viewer` (the HTML page, whose fixed HTML, CSS and script are package files
-in ``assets/``), and this module (dispatch by suffix, persisted indexes).
+``graphrag-ext viz INDEX_DIR --out FILE`` calls `export_index`; `export` picks
+the format from the suffix. Large graphs are capped to a readable
+`neighbourhood`, and both formats record how much was shown.
 """
 
 from __future__ import annotations
@@ -45,14 +33,6 @@ __all__ = [
 def export(graph: TypedGraph, path: str | os.PathLike[str], **kw: Any) -> ExportSummary:
     """Export by file suffix: ``.graphml`` to `export_graphml`, ``.html``/``.htm`` to `export_html`.
 
-    Args:
-        graph: The graph.
-        path: Output file.
-        **kw: Keyword arguments of the chosen exporter.
-
-    Returns:
-        What was written.
-
     Raises:
         ValueError: If the suffix is not one of those.
     """
@@ -76,13 +56,9 @@ def export_index(
 ) -> ExportSummary:
     """Export the graph of any persisted index of the suite (what ``graphrag-ext viz`` runs).
 
-    Reads the index folder's manifest (so a folder that is not one of the
-    suite's indexes gets a clear error) and its graph file; the index itself is
-    not loaded, so no model is needed.
+    Reads the manifest and graph file only, so no model is needed.
 
     Args:
-        index_dir: A folder written by an index's ``persist``.
-        path: ``.graphml`` or ``.html`` output file.
         max_nodes: Cap on the nodes shown (None for all, GraphML only).
         center: Node ids to centre the shown neighbourhood on.
 

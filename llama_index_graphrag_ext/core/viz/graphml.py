@@ -1,9 +1,4 @@
-"""GraphML export, written by ``networkx.write_graphml`` (Gephi, Cytoscape, networkx).
-
-networkx owns the XML (escaping, key declarations, attribute types); this
-module only turns a `TypedGraph` into a `networkx.MultiGraph` whose attribute
-values GraphML can hold: scalars, one type per attribute name.
-"""
+"""GraphML export through ``networkx.write_graphml``: scalar attributes, one type per name."""
 
 from __future__ import annotations
 
@@ -72,24 +67,11 @@ def export_graphml(
 ) -> ExportSummary:
     """Write the graph (or a capped neighbourhood of it) as GraphML.
 
-    Nodes carry ``kind``, ``label`` (see `node_label`) and their other
-    attributes; edges carry ``kind``, ``weight`` (when set) and their
-    attributes. Non-scalar values are JSON strings, since GraphML only holds
-    scalars. The graph is written as an undirected multigraph whose edge ids
-    are unique (``e0``, ``e1``, ...), so parallel edges of different kinds
-    survive; the graph element records ``nodes_shown``, ``nodes_total``,
-    ``edges_shown`` and ``edges_total``. ``networkx.read_graphml(path,
-    force_multigraph=True)`` reads it back with the same nodes, edges and
-    attributes.
-
-    Args:
-        graph: The graph.
-        path: Output file.
-        max_nodes: Cap on nodes (see `neighbourhood`); ``None`` writes all.
-        center: Optional node id(s) to centre the cap on.
-
-    Returns:
-        What was written.
+    Nodes carry ``kind``, ``label`` and their attributes, edges ``kind``,
+    ``weight`` and theirs; non-scalar values become JSON strings. Edge ids are
+    unique, so parallel edges of different kinds survive
+    (``networkx.read_graphml(path, force_multigraph=True)`` reads it back).
+    ``max_nodes`` and ``center`` cap it as `neighbourhood` does.
     """
     path = Path(path)
     shown = neighbourhood(graph, max_nodes, center)

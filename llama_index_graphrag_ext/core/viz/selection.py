@@ -23,16 +23,7 @@ _WHITESPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What an export wrote.
-
-    Attributes:
-        path: The file written.
-        format: ``"graphml"`` or ``"html"``.
-        nodes_shown: Nodes in the file.
-        nodes_total: Nodes in the graph.
-        edges_shown: Edges in the file.
-        edges_total: Edges in the graph.
-    """
+    """What an export wrote (``format``: ``"graphml"`` or ``"html"``; counts shown and total)."""
 
     path: Path
     format: str
@@ -57,20 +48,10 @@ def neighbourhood(
 ) -> list[str]:
     """Choose at most ``max_nodes`` nodes that form a readable neighbourhood.
 
-    With ``center``, a breadth-first search runs out from the centre nodes (all
-    at distance 0) until ``max_nodes`` nodes are reached or their components are
-    exhausted. Without it, the search starts at the highest-degree node and,
-    when a component is exhausted, restarts from the next highest-degree node
-    not yet reached. Within a BFS level, neighbours are taken by decreasing
-    degree, ties broken by id, so the result is deterministic.
-
-    Args:
-        graph: The graph.
-        max_nodes: Cap on the number of nodes; ``None`` for no cap.
-        center: Optional node id or ids to centre on.
-
-    Returns:
-        Node ids in the order they were reached.
+    A breadth-first search from the ``center`` nodes, or else from the
+    highest-degree node (restarting from the next one when a component is
+    exhausted); neighbours are taken by decreasing degree, then id, so the
+    result is deterministic. Returns node ids in the order reached.
 
     Raises:
         KeyError: If a centre node does not exist.
@@ -148,12 +129,7 @@ def _truncate(text: str, limit: int) -> str:
 
 
 def node_label(graph: TypedGraph, node_id: str, limit: int = 80) -> str:
-    """Return a short display label for a node.
-
-    The node's ``label`` attribute, else its ``text`` attribute, whitespace
-    collapsed and truncated to ``limit`` characters (with an ellipsis); else
-    its id.
-    """
+    """The node's ``label`` or ``text`` attribute, collapsed and truncated to ``limit``; else its id."""
     attrs = graph.node_attrs(node_id)
     for key in ("label", "text"):
         value = attrs.get(key)

@@ -1,17 +1,8 @@
 """The offline HTML viewer: one self-contained page of inline SVG, CSS and script.
 
-Python does what needs the graph (selection, layout, colours, escaping) and
-writes the drawing as SVG elements whose ``data-*`` attributes carry what the
-script needs; the page's fixed parts live as files in ``assets/`` (read with
-`importlib.resources`, so they ship inside the wheel):
-
-- ``viewer.html``: the page, a `string.Template` whose ``${...}`` fields this
-  module fills (every graph string in them HTML-escaped here);
-- ``viewer.css``: the style, to which the page adds one rule per node and edge kind;
-- ``viewer.js``: pan, zoom, tooltips, neighbour highlighting and legend toggles.
-
-Keeping them as files lets an editor check and highlight them, and the script
-can be linted on its own (``node --check viewer.js``).
+Python does the selection, layout, colours and escaping and writes SVG elements
+whose ``data-*`` attributes the script reads; the page's fixed parts are files in
+``assets/`` (``viewer.html``, a `string.Template`; ``viewer.css``; ``viewer.js``).
 """
 
 from __future__ import annotations
@@ -182,30 +173,16 @@ def export_html(
 ) -> ExportSummary:
     """Write one self-contained, offline HTML page that draws the graph.
 
-    Node positions are computed here (``networkx.kamada_kawai_layout`` for small
-    connected graphs, else ``spring_layout`` with a fixed seed) and drawn as
-    inline SVG: nodes coloured by kind, edges coloured and dashed by kind (two
-    kinds between one pair are drawn as separate curves), legends with counts
-    (click an entry to hide that kind), a caption saying how much of the graph
-    is shown, hover tooltips (id, kind, label or text snippet), pan by dragging,
-    zoom with the wheel, and click a node to highlight its neighbours. Every
-    string from the graph is HTML-escaped; the page loads nothing from the
-    network.
+    Nodes and edges are coloured by kind, with legends that toggle kinds,
+    tooltips, pan, zoom and neighbour highlighting. Every string from the graph
+    is HTML-escaped; the page loads nothing from the network.
 
     Args:
-        graph: The graph.
-        path: Output file.
-        max_nodes: Cap on nodes (see `neighbourhood`); ``None`` draws all, which
-            is slow in a browser beyond a few thousand nodes.
+        max_nodes: Cap on nodes (see `neighbourhood`); ``None`` draws all.
         center: Optional node id(s) to centre the cap on.
-        title: Page title and heading.
-        layout: ``"auto"``, ``"spring"`` or ``"kamada_kawai"``.
-        seed: Seed of the spring layout.
-        max_labels: How many nodes (centres first, then by degree) get a text
-            label on the drawing; every node has a tooltip.
-
-    Returns:
-        What was written.
+        layout: ``"auto"`` (Kamada-Kawai when small and connected, else spring),
+            ``"spring"`` or ``"kamada_kawai"``.
+        max_labels: How many nodes (centres first, then by degree) get a text label.
     """
     path = Path(path)
     shown = neighbourhood(graph, max_nodes, center)
@@ -299,8 +276,7 @@ def export_html(
     elif centres:
         caption += f" (everything reachable from {', '.join(centres[:3])})"
 
-    # substitute, not safe_substitute: a field the template and this call
-    # disagree on is a KeyError here, not a literal "${...}" in the page.
+    # substitute, not safe_substitute: a mismatched field fails here, not in the page.
     page = Template(_asset("viewer.html")).substitute(
         title=_esc(title),
         style="\n".join(style),

@@ -1,9 +1,7 @@
 """The synthetic corpora: benchmark passages pooled, cut, ordered and perturbed.
 
-The corpora are synthetic but made of real text: the union of the shared
-benchmark corpora (long texts cut into passage-sized pieces), and where a size
-needs more passages than that, perturbed copies of them (see :func:`perturb`).
-Sizes are nested: the 1k corpus is the head of the 4k one, and so on.
+Real text throughout: the shared benchmark corpora, then perturbed copies
+(:func:`perturb`) where a size needs more. Sizes are nested (1k is the head of 4k).
 """
 
 from __future__ import annotations
@@ -35,11 +33,9 @@ def load_pool(
 ) -> tuple[list[Passage], list[tuple[str, list[Question]]]]:
     """The union of the benchmark corpora, and each set's questions.
 
-    Ids are prefixed with the set's folder name (``musique-100/<id>``) so sets
-    cannot collide; gold ids get the same prefix. Texts longer than
-    ``max_chars`` (the UltraDomain books) are cut at paragraph or sentence
-    boundaries into pieces ``<id>#<n>``, each keeping the title; gold passages
-    stay whole, so the questions' gold ids keep naming one passage each.
+    Ids are prefixed with the set's folder name, gold ids too. Texts longer than
+    ``max_chars`` are cut into pieces ``<id>#<n>`` keeping the title; gold
+    passages stay whole.
 
     Returns:
         ``(passages, [(set name, questions), ...])`` in folder order.
@@ -83,14 +79,9 @@ def split_sentences_rule(text: str) -> list[str]:
 def perturb(passage: Passage, copy: int, seed: int = 0) -> Passage:
     """A perturbed copy of a passage, with the new id ``<id>~c<copy>``.
 
-    The perturbation keeps the passage's words and topic but changes its text,
-    so copies are near-duplicates rather than exact ones (as mirrored or
-    re-edited pages are in real corpora): sentences are shuffled and, when
-    there are three or more, one is dropped; a passage of one or two sentences
-    loses one word instead (it has too few orders to tell its copies apart).
-    Whole sentences stay intact where possible, so sentence-level embeddings
-    are shared with the original through the embedding cache. The choice is
-    seeded by ``(seed, copy, id)``.
+    A near-duplicate, as mirrored pages are: sentences shuffled and, from three
+    on, one dropped (else one word dropped). Whole sentences stay intact, so
+    their embeddings are shared through the cache. Seeded by ``(seed, copy, id)``.
     """
     rng = random.Random(f"{seed}:{copy}:{passage.id}")
     sentences = split_sentences_rule(passage.text)
@@ -110,10 +101,8 @@ def synthesize(
 ) -> list[Passage]:
     """A corpus of exactly ``size`` passages from ``pool`` (nested across sizes).
 
-    The passages named in ``first`` (the gold passages of the query set) come
-    first, then the rest of the pool in a seeded random order; past the pool,
-    perturbed copies (:func:`perturb`) follow in the same order, copy 1 of
-    every passage before copy 2.
+    ``first`` (the query set's gold passages) comes first, then the pool in a
+    seeded order, then perturbed copies in the same order, copy 1 before copy 2.
 
     Raises:
         ValueError: ``size`` is not positive or the pool is empty.

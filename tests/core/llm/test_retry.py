@@ -16,7 +16,6 @@ from llama_index_graphrag_ext.core.llm.retry import (
     RetryPolicy,
     is_retryable,
     retry_after_seconds,
-    settings_of,
     status_of,
 )
 
@@ -170,10 +169,6 @@ def test_policy_defaults_and_settings():
     policy = RetryPolicy()
     assert policy.max_attempts >= 1 and policy.timeout and policy.timeout > 0
     assert RetryPolicy(timeout=None).timeout is None
-    assert settings_of(RetryPolicy(max_attempts=5, timeout=7.0)) == {
-        "max_attempts": 5,
-        "timeout": 7.0,
-    }
 
 
 def test_backoff_is_exponential_capped_and_jittered():

@@ -50,24 +50,6 @@ def test_meter_take_returns_calls_and_tokens_then_resets():
     assert meter.take() == (0, 0)
 
 
-def test_meter_merge_adds_every_counter():
-    meter, other = UsageMeter(), UsageMeter()
-    meter.add(calls=1, prompt_tokens=4)
-    other.add(calls=2, completion_tokens=3, truncated=1, length_retries=2, parse_failures=1)
-    assert meter.merge(other) is meter
-    assert meter.snapshot() == {
-        **{name: 0 for name in UsageMeter.FIELDS},
-        "calls": 3,
-        "prompt_tokens": 4,
-        "completion_tokens": 3,
-        "truncated": 1,
-        "length_retries": 2,
-        "parse_failures": 1,
-        "total_tokens": 7,
-    }
-    assert other.calls == 2  # the merged meter is unchanged
-
-
 def test_meter_unknown_counter_raises_and_changes_nothing():
     meter = UsageMeter()
     with pytest.raises(KeyError, match="bogus"):
