@@ -7,16 +7,22 @@
 * :class:`ChainRAGQueryEngine`: decomposition (:mod:`.decompose`), progressive
   retrieval (:mod:`.progressive`) with sub-question rewriting (:mod:`.rewriting`),
   answer or context integration (:mod:`.integration`).
+* :class:`ChainRAGConfig`: their settings and presets (``default``, ``paper``,
+  ``common-entities``).
 """
 
 from .chain import ChainStep
+from .config import EDGE_KINDS, ChainRAGConfig
 from .engine import ChainRAGQueryEngine
 from .index import SentenceGraphIndex
-from .retriever import SentenceGraphRetriever, SentenceSearch
-from .sentence_graph import EDGE_KINDS, SentenceGraph, SentenceRecord
+from .retriever import SentenceGraphRetriever
+from .search import SentenceSearch
+from .sentence_graph import SentenceGraph
+from .sentences import SentenceRecord
 
 __all__ = [
     "EDGE_KINDS",
+    "ChainRAGConfig",
     "ChainRAGQueryEngine",
     "ChainStep",
     "SentenceGraph",

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
@@ -48,7 +48,6 @@ from llama_index.core.schema import QueryBundle
 from ..core.llm import (
     LLMCaller,
     LLMChoice,
-    LLMSettings,
     LLMSteps,
     UsageMeter,
     choose_llm,
@@ -56,10 +55,10 @@ from ..core.llm import (
     parse_answer,
     run_sync,
 )
-from ..core.llm.cache import LLMCache
 from .chain import BUDGET, ChainCalls, ChainStep
-from .decompose import SubQuestions, decompose  # noqa: F401 (re-exported: its old home)
-from .integration import INTEGRATIONS, final_prompt, merged_rows, sources
+from .config import ChainRAGConfig
+from .decompose import decompose
+from .integration import final_prompt, merged_rows, sources
 from .progressive import answer_subquestion, retrieve
 from .prompts import (
     ANSWER_INTEGRATION_PROMPT,
@@ -70,12 +69,8 @@ from .prompts import (
     SUFFICIENCY_PROMPT,
     SUMMARY_PROMPT,
 )
-from .retriever import SearchState, SentenceSearch
 from .rewriting import prepare
-from .sentence_graph import EDGE_KINDS
-
-if TYPE_CHECKING:
-    from .index import SentenceGraphIndex
+from .search import SearchState, SentenceSearch
 
 logger = logging.getLogger(__name__)
 
@@ -92,66 +87,43 @@ def words_that_fit(llm: LLM, reserve_tokens: int = 400, words_per_token: float =
 
 
 class ChainRAGQueryEngine(BaseQueryEngine):
-    """ChainRAG over a :class:`~.index.SentenceGraphIndex` (paper §3.2-§3.4).
+    """ChainRAG over a :class:`~.index.SentenceGraphIndex` (paper §3.2-§3.4; see the module).
 
-    For each question: decompose it into sub-questions (structured output);
-    for each in turn, rewrite it from the earlier sub-questions and answers
-    when it has lost its key entity (a pronoun or demonstrative), or add a
-    summary of earlier contexts that went unanswered; retrieve seed sentences
-    and expand over the graph, asking the LLM after each expansion whether the
-    sentences suffice, up to the word budget; answer it. The final answer
-    integrates the sub-answers (``integration="answer"``, AnsInt) or the
-    merged, reranked sentences (``"context"``, CxtInt). The response's
-    ``metadata["chain"]`` holds every step; ``metadata["usage"]`` the LLM calls
-    and tokens of this question.
+    The response's ``metadata["chain"]`` holds every step; ``metadata["usage"]``
+    the LLM calls and tokens of this question.
 
     Args:
         index: The sentence graph index.
         llm: The LLM; without one, the index's (picked once by the suite's rule).
-        integration: ``"answer"`` (AnsInt) or ``"context"`` (CxtInt).
-        max_subquestions: Sub-questions kept from a decomposition.
-        max_hops: Expansions per sub-question at most (the budget usually stops first).
-        candidate_k / seed_k / edge_kinds / word_budget / reranker: As in
-            :class:`~.retriever.SentenceSearch`; the reranker (any LlamaIndex
-            reranking postprocessor) is asked for every candidate it ranks.
-        decompose: ``None``: decompose when the LLM can write JSON (not the
-            embedded SmolLM2: the question is kept whole, logged); True/False force it.
-        cache: An LLM response cache (a re-run then costs no calls); or ``cache_path``.
-        streaming: Stream the final synthesis.
+        config: A :class:`~.config.ChainRAGConfig` or preset name (default: the
+            index's); its ``retrieval``, ``answer`` and ``llm`` sections are used
+            (neighbours are scored against the sub-question, §3.2).
         similarity_top_k: Source chunks returned with the response.
-        max_attempts, timeout, max_concurrency, on_llm_failure, cache_path: The
-            LLM call settings (see :class:`~..core.llm.LLMSettings`).
-        callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+        streaming: Stream the final synthesis.
+        reranker: Any LlamaIndex reranking postprocessor, asked for every
+            candidate it ranks (cosine when ``None``).
+        callback_manager: LlamaIndex callbacks; falls back to the index's.
+        **overrides: Config fields by name (``integration="answer"``, ``max_hops=1``,
+            ``cache_path=...``).
     """
 
     def __init__(
         self,
-        index: SentenceGraphIndex,
+        index: Any,
         llm: LLM | None = None,
         *,
-        integration: str = "context",
-        max_subquestions: int = 4,
-        max_hops: int = 3,
-        candidate_k: int = 100,
-        seed_k: int = 3,
-        edge_kinds: Sequence[str] = EDGE_KINDS,
-        word_budget: int = 3000,
-        reranker: BaseNodePostprocessor | None = None,
-        decompose: bool | None = None,
-        cache: LLMCache | None = None,
-        streaming: bool = False,
+        config: ChainRAGConfig | str | None = None,
         similarity_top_k: int = 10,
-        max_attempts: int = 3,
-        timeout: float | None = 60.0,
-        max_concurrency: int = 4,
-        on_llm_failure: str = "fallback",
-        cache_path: str | None = None,
+        streaming: bool = False,
+        reranker: BaseNodePostprocessor | None = None,
         callback_manager: CallbackManager | None = None,
+        **overrides: Any,
     ) -> None:
-        if integration not in INTEGRATIONS:
-            raise ValueError(f"integration must be one of {INTEGRATIONS}, got {integration!r}")
-        if max_subquestions <= 0 or max_hops <= 0 or similarity_top_k <= 0:
-            raise ValueError("max_subquestions, max_hops and similarity_top_k must be positive")
+        if similarity_top_k <= 0:
+            raise ValueError("similarity_top_k must be positive")
+        base = index.config if config is None else ChainRAGConfig.resolve(config)
+        self.config = base.at_query_time(overrides, "retrieval", "answer", "llm")
+        self.params = self.config.answer
         self.index = index
         choice: LLMChoice = choose_llm(llm) if llm is not None else index.llm_choice
         if choice.llm is None:
@@ -159,73 +131,28 @@ class ChainRAGQueryEngine(BaseQueryEngine):
                 "ChainRAGQueryEngine needs an LLM; use index.as_retriever() for LLM-free retrieval"
             )
         self.llm = choice.llm
-        self.llm_settings = LLMSettings(
-            max_attempts=max_attempts,
-            timeout=timeout,
-            max_concurrency=max_concurrency,
-            on_llm_failure=on_llm_failure,
-            cache_path=cache_path,
-        )
+        self.llm_settings = self.config.llm
         self._caller = self.llm_settings.new_caller(self.llm)
-        if cache is not None:
-            self._caller.cache = cache
         #: Which LLM and tier each step used, and the per-query fallbacks.
         self.llm_steps = LLMSteps("ChainRAG engine")
-        on_failure = self.llm_settings.on_llm_failure
-        self.llm_steps.plan(
-            "answer",
-            choice,
-            needs="text",
-            stand_in="none (the engine needs an LLM)",
-            on_failure=on_failure,
-        )
-        if decompose is False:
-            self.decompose = False
-        else:
-            planned = self.llm_steps.plan(
-                "decompose",
-                choice,
-                needs="json",
-                stand_in="the question kept whole",
-                on_failure=on_failure if decompose else "fallback",
-            )
-            self.decompose = planned is not None
-        self.llm_steps.plan(
-            "rewrite",
-            choice,
-            needs="text",
-            stand_in="the sub-question as decomposed",
-            on_failure=on_failure,
-        )
-        self.llm_steps.plan(
-            "sufficiency",
-            choice,
-            needs="text",
-            stand_in="expand until the budget (the LLM-free schedule)",
-            on_failure=on_failure,
-        )
-        self.integration = integration
-        self.max_subquestions = int(max_subquestions)
-        self.max_hops = int(max_hops)
-        fits = words_that_fit(self.llm)
-        if word_budget > fits:
+        self._decompose = self._plan_steps(choice)
+        retrieval = self.config.retrieval
+        word_budget = min(retrieval.word_budget, words_that_fit(self.llm))
+        if word_budget < retrieval.word_budget:
             # The paper's 3,000 words assume a long-context LLM; a small window
             # (the embedded SmolLM2 has 2,048 tokens) would reject the prompts.
             logger.info(
                 "ChainRAG: word budget %d cut to %d to fit %s's context window",
+                retrieval.word_budget,
                 word_budget,
-                fits,
                 type(self.llm).__name__,
             )
-            word_budget = fits
-        self.search = SentenceSearch(
-            index,
-            candidate_k=candidate_k,
-            seed_k=seed_k,
-            edge_kinds=edge_kinds,
-            word_budget=word_budget,
-            reranker=reranker,
+        # The engine completes sub-questions itself (§3.3): neighbours are scored
+        # against them, not through the LLM-free retriever's propagated scores.
+        params = retrieval.model_copy(
+            update={"word_budget": word_budget, "neighbor_score": "question"}
         )
+        self.search = SentenceSearch(index, params, reranker)
         self.streaming = streaming
         self.similarity_top_k = int(similarity_top_k)
         self._prompts: dict[str, BasePromptTemplate] = {
@@ -238,12 +165,25 @@ class ChainRAGQueryEngine(BaseQueryEngine):
             "context_integration": CONTEXT_INTEGRATION_PROMPT,
         }
         self._calls = ChainCalls(self._prompts, self.llm_steps, self.llm_settings)
-        super().__init__(callback_manager=callback_manager)
+        super().__init__(callback_manager=callback_manager or index._callback_manager)
 
-    @property
-    def cache(self) -> LLMCache | None:
-        """The response cache."""
-        return self._caller.cache
+    def _plan_steps(self, choice: LLMChoice) -> bool:
+        """Plan each LLM step's tier in the ledger; True when the question is decomposed."""
+        on_failure = self.llm_settings.on_llm_failure
+
+        def plan(step: str, needs: str, stand_in: str, failure: str = on_failure):
+            return self.llm_steps.plan(
+                step, choice, needs=needs, stand_in=stand_in, on_failure=failure
+            )
+
+        plan("answer", "text", "none (the engine needs an LLM)")
+        wanted, enabled = self.params.decompose, False
+        if wanted is not False:  # None: planned, falls back; True: as on_llm_failure says
+            failure = on_failure if wanted else "fallback"
+            enabled = plan("decompose", "json", "the question kept whole", failure) is not None
+        plan("rewrite", "text", "the sub-question as decomposed")
+        plan("sufficiency", "text", "expand until the budget (the LLM-free schedule)")
+        return enabled
 
     # ---------------------------------------------------------------- prompts
 
@@ -268,8 +208,8 @@ class ChainRAGQueryEngine(BaseQueryEngine):
             llm,
             question,
             notes,
-            enabled=self.decompose,
-            max_subquestions=self.max_subquestions,
+            enabled=self._decompose,
+            max_subquestions=self.params.max_subquestions,
         )
         chain: list[ChainStep] = []
         states: list[SearchState] = []
@@ -283,7 +223,7 @@ class ChainRAGQueryEngine(BaseQueryEngine):
                 self.index.embed_model,
                 step,
                 notes,
-                max_hops=self.max_hops,
+                max_hops=self.params.max_hops,
             )
             await answer_subquestion(self._calls, llm, step, state)
             chain.append(step)
@@ -293,18 +233,18 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         )
         prompt = final_prompt(
             self._prompts,
-            self.integration,
+            self.params.integration,
             question,
             chain,
             merged,
             states,
             index=self.index,
-            word_budget=self.search.word_budget,
+            word_budget=self.search.params.word_budget,
         )
         found = await asyncio.to_thread(sources, self.index, merged, states, self.similarity_top_k)
         meta = {
             "chain": [asdict(s) for s in chain],
-            "integration": self.integration,
+            "integration": self.params.integration,
             "notes": notes,
         }
         return prompt, meta, found

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,12 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_arrays, read_json, write_arrays, write_json
 from ..core.text import DEFAULT_ENTITY_LABELS, analyze_batch, load_spacy, normalize_entity
-from ..core.text.parallel import TASK_TEXTS, ParsePool
-from .sentence_graph import EDGE_KINDS, KeyCut, SentenceGraph
+from ..core.text.parallel import TASK_TEXTS, ParsePool, available_processes
+from .config import EDGE_KINDS, ChainRAGConfig
+from .engine import ChainRAGQueryEngine
+from .key_entities import KeyCut
+from .retriever import SentenceGraphRetriever
+from .sentence_graph import SentenceGraph, sentence_ids
 from .sentences import SentenceTable, SentenceTableBuilder
 
 logger = logging.getLogger(__name__)
@@ -35,86 +39,49 @@ class SentenceGraphIndex(GraphIndexBase):
     (batched) and the three edge kinds built with sparse / blocked matrix
     products (:class:`~.sentence_graph.SentenceGraph`). Inserting or deleting
     chunks rebuilds the derived edges (SS and EC depend on the whole corpus: the
-    kNN lists and the BM25 statistics), never re-embeds or re-parses old chunks.
+    kNN lists and the entity statistics), never re-embeds or re-parses old chunks.
 
     Args:
         nodes: Chunk nodes (``from_documents`` makes them).
-        alpha: Share of entities kept as key entities for EC edges (paper §4.1: 60 %).
-        m: SS neighbours per sentence (paper §4.1: 10).
-        window: SA span: sentences at most this far apart in a chunk are linked (§3.1: 3).
-        entity_labels: spaCy labels kept as entities (default: all but purely numeric ones).
-        title_key: Metadata key whose value prefixes each sentence for embedding
-            (``"Title: sentence"``), so sentences keep their passage's subject; a
-            leading title line in the text is not indexed as a sentence. ``None``
-            embeds the bare sentences.
-        spacy_model: spaCy pipeline name (default: ``en_core_web_sm`` or its repackaging).
-        key_importance / key_cut / max_df / keep_rarest: The rest of the
-            key-entity cut (:class:`~.sentence_graph.KeyCut`): IDF importance,
-            one global cut, hubs on more than 20 sentences never key, each
-            sentence's rarest linking entity kept (chosen on 2wiki-101;
-            ``key_importance="bm25", key_cut="sentence", max_df=None,
-            keep_rarest=False`` is the authors' code's importance).
-        nlp_processes: Processes for spaCy's sentences and NER (1: in this process;
-            2+: a :class:`~..core.text.parallel.ParsePool` kept for one build, the
-            same sentences and entities in less time on several cores). A
-            resource, not part of what is built: not persisted.
+        config: A :class:`~.config.ChainRAGConfig` or preset name: ``default`` (the
+            measured LLM-free setting), ``paper``, ``common-entities``; its
+            ``graph`` section builds the index, the others are what its
+            retrievers and engines use.
         **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
-            ``show_progress`` (see :class:`~..core.index.GraphIndexBase`).
+            ``show_progress`` (see :class:`~..core.index.GraphIndexBase`), and
+            config fields by name.
     """
 
     index_kind = "chainrag-sentence-graph"
-    format_version = 1
+    format_version = 2
+    config_class = ChainRAGConfig
 
-    def _configure(
-        self,
-        alpha: float = 0.6,
-        m: int = 10,
-        window: int = 3,
-        entity_labels: Collection[str] | None = None,
-        title_key: str | None = "title",
-        spacy_model: str | None = None,
-        key_importance: str = "idf",
-        key_cut: str = "global",
-        max_df: int | None = 20,
-        keep_rarest: bool = True,
-        nlp_processes: int = 1,
-    ) -> None:
-        # Validates every field of the cut (alpha in (0, 1], known kinds, max_df >= 0).
+    def _configure(self) -> None:
+        graph = self.config.graph
         self.key_cut = KeyCut(
-            alpha=float(alpha),
-            importance=key_importance,
-            cut=key_cut,
-            max_df=int(max_df) if max_df else None,
-            keep_rarest=bool(keep_rarest),
+            alpha=graph.alpha,
+            importance=graph.key_importance,
+            cut=graph.key_cut,
+            max_df=graph.max_df or None,
+            keep_rarest=graph.keep_rarest,
         )
-        if int(m) < 0 or int(window) < 0:
-            raise ValueError("m and window must be >= 0")
-        if int(nlp_processes) < 1:
-            raise ValueError(f"nlp_processes must be >= 1, got {nlp_processes}")
-        self.nlp_processes = int(nlp_processes)
-        self.alpha, self.m, self.window = float(alpha), int(m), int(window)
-        labels = DEFAULT_ENTITY_LABELS if entity_labels is None else entity_labels
+        self.nlp_processes = graph.nlp_processes or available_processes()
+        labels = DEFAULT_ENTITY_LABELS if graph.entity_labels is None else graph.entity_labels
         self.entity_labels = sorted(labels)
-        self.title_key = title_key
-        self.spacy_model = spacy_model
         self._sentences = SentenceTable.empty()
         self._vectors: np.ndarray | None = None
         self._sg = SentenceGraph.build(self._sentences, np.zeros((0, 0), np.float32))
         self._graph = None  # the TypedGraph view, built on demand (see ``graph``)
 
-    def config(self) -> dict[str, Any]:
-        """Settings stored in the manifest and passed back on load."""
+    def stats(self) -> dict[str, Any]:
+        sg = self._sg
+        # From the stored matrices only: the exact EC pair count needs K @ K.T,
+        # whose size grows with the square of a frequent entity's sentences.
         return {
-            "alpha": self.alpha,
-            "m": self.m,
-            "window": self.window,
-            "entity_labels": self.entity_labels,
-            "title_key": self.title_key,
-            "spacy_model": self.spacy_model,
-            "key_importance": self.key_cut.importance,
-            "key_cut": self.key_cut.cut,
-            "max_df": self.key_cut.max_df,
-            "keep_rarest": self.key_cut.keep_rarest,
+            "chunks": len(self),
+            "sentences": len(sg),
+            "edges": {"SS": sg.num_edges("SS"), "SA": sg.num_edges("SA")},
+            "ec": sg.ec_summary(),
         }
 
     # ------------------------------------------------------------------ reading
@@ -136,11 +103,6 @@ class SentenceGraphIndex(GraphIndexBase):
             self._graph = to_typed_graph(self._sg)
         return self._graph
 
-    def sentence_id(self, row: int) -> str:
-        """A stable id of a sentence row: ``<chunk id>::s<position>``."""
-        table = self._sg.sentences
-        return f"{table.chunk_id(row)}::s{table.position(row)}"
-
     def _searchable(self) -> dict[str, tuple[Sequence[str], np.ndarray]]:
         sg = self._sg  # the seed search (first round) looks up sentences
         return {"sentences": (sentence_ids(sg), sg.vectors)}
@@ -149,7 +111,8 @@ class SentenceGraphIndex(GraphIndexBase):
 
     def _sentence_inputs(self, node: BaseNode) -> tuple[str, str]:
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        title = str(node.metadata.get(self.title_key, "") or "") if self.title_key else ""
+        key = self.config.graph.title_key
+        title = str(node.metadata.get(key, "") or "") if key else ""
         if title and text.startswith(title + "\n"):
             text = text[len(title) + 1 :]
         return title, text
@@ -157,19 +120,19 @@ class SentenceGraphIndex(GraphIndexBase):
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
         if not nodes:
             return
-        nlp = load_spacy(self.spacy_model)
+        model = self.config.graph.spacy_model
+        nlp = load_spacy(model)
         labels = set(self.entity_labels)
         builder = SentenceTableBuilder(self._sentences)
         titles: list[str] = []  # per new chunk with sentences
         empty = 0
         # One pool for the whole build: its workers start (and load spaCy) once.
         many = self.nlp_processes > 1 and len(nodes) > TASK_TEXTS
-        pool = ParsePool(self.spacy_model, self.nlp_processes) if many else None
+        pool = ParsePool(model, self.nlp_processes) if many else None
         try:
             # Parsed and packed a batch at a time: with every chunk's analysis alive at
             # once, the sentences kept from them were scattered over the analyses'
-            # memory and kept it resident after the build (4,000 chunks: 66.5 MB
-            # retained, 50.0 MB in batches; docs/scaling.md, "Memory").
+            # memory and kept it resident after the build (docs/scaling.md, "Memory").
             for start in range(0, len(nodes), _PARSE_BATCH):
                 batch = nodes[start : start + _PARSE_BATCH]
                 empty += self._add_batch(batch, nlp, labels, builder, titles, pool)
@@ -237,7 +200,11 @@ class SentenceGraphIndex(GraphIndexBase):
         vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
         # Readers keep using the old snapshot until this assignment (thread-safe swap).
         self._sg = SentenceGraph.build(
-            self._sentences, vectors, m=self.m, window=self.window, key_cut=self.key_cut
+            self._sentences,
+            vectors,
+            m=self.config.graph.m,
+            window=self.config.graph.window,
+            key_cut=self.key_cut,
         )
         self._graph = None
         logger.info(
@@ -267,18 +234,14 @@ class SentenceGraphIndex(GraphIndexBase):
 
     # ------------------------------------------------------------------ engines
 
-    def as_retriever(self, **kwargs: Any):
-        """The LLM-free :class:`~.retriever.SentenceGraphRetriever` over this index."""
-        from .retriever import SentenceGraphRetriever
-
-        kwargs.setdefault("callback_manager", self._callback_manager)
+    def as_retriever(self, **kwargs: Any) -> SentenceGraphRetriever:
+        """The LLM-free :class:`~.retriever.SentenceGraphRetriever` with the index's config
+        (``kwargs``: ``similarity_top_k``, ``reranker``, retrieval fields by name)."""
         return SentenceGraphRetriever(self, **kwargs)
 
-    def as_query_engine(self, llm=None, **kwargs: Any):
-        """A :class:`~.engine.ChainRAGQueryEngine` (decompose, retrieve on the graph, rewrite)."""
-        from .engine import ChainRAGQueryEngine
-
-        kwargs.setdefault("callback_manager", self._callback_manager)
+    def as_query_engine(self, llm=None, **kwargs: Any) -> ChainRAGQueryEngine:
+        """A :class:`~.engine.ChainRAGQueryEngine` (decompose, retrieve on the graph, rewrite;
+        ``kwargs``: ``similarity_top_k``, ``streaming``, ``reranker``, fields by name)."""
         return ChainRAGQueryEngine(self, llm=llm, **kwargs)  # None: the index's LLM
 
 
@@ -295,13 +258,6 @@ def _embedding_texts(table: SentenceTable, first_row: int, titles: Sequence[str]
         title = titles[code - first_chunk]
         out.append(f"{title}: {sent}" if title else sent)
     return out
-
-
-def sentence_ids(sg: SentenceGraph) -> list[str]:
-    """The sentence ids of a graph snapshot in row order (``<chunk id>::s<position>``)."""
-    table = sg.sentences
-    chunks, positions = table.chunk_ids, table.positions.tolist()
-    return [f"{chunks[c]}::s{p}" for c, p in zip(table.chunk_rows.tolist(), positions, strict=True)]
 
 
 def to_typed_graph(sg: SentenceGraph) -> TypedGraph:

@@ -13,7 +13,7 @@ first, with those sentences as evidence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.prompts import BasePromptTemplate
@@ -22,12 +22,7 @@ from llama_index.core.schema import NodeWithScore
 from ..core.embeddings import embed_query
 from ..core.nodes import with_evidence
 from .chain import ChainStep
-from .retriever import SearchState, SentenceSearch, word_count
-
-if TYPE_CHECKING:
-    from .index import SentenceGraphIndex
-
-INTEGRATIONS = ("answer", "context")
+from .search import SearchState, SentenceSearch, word_count
 
 
 def merged_rows(
@@ -56,7 +51,7 @@ def final_prompt(
     merged: Sequence[tuple[int, float]],
     states: Sequence[SearchState],
     *,
-    index: SentenceGraphIndex,
+    index: Any,
     word_budget: int,
 ) -> str:
     """The final prompt: the sub-answers (AnsInt) or the merged sentences within the budget (CxtInt)."""
@@ -75,7 +70,7 @@ def final_prompt(
 
 
 def sources(
-    index: SentenceGraphIndex,
+    index: Any,
     merged: Sequence[tuple[int, float]],
     states: Sequence[SearchState],
     top_k: int,

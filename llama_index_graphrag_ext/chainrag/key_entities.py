@@ -67,13 +67,12 @@ class KeyCut:
 
     The paper leaves the BM25 set-up open; the authors' code scores an entity by
     its mean BM25 weight over all sentences, which *grows* with how many
-    sentences name it, so hubs ("united states" on 331 musique-100 sentences)
-    are key everywhere and a sentence's rarest entity (often the bridge to the
-    next hop) is the one cut. ``idf`` ranks by inverse sentence frequency
-    instead (rarer is more important), ``max_df`` removes hubs outright and
-    ``keep_rarest`` guarantees a sentence's rarest linking entity survives any
-    cut. The defaults were chosen on 2wiki-101 and checked on musique-100
-    (``docs/methods/chainrag.md``).
+    sentences name it, so hubs are key everywhere and a sentence's rarest
+    entity (often the bridge to the next hop) is the one cut. ``idf`` ranks by
+    inverse sentence frequency instead (rarer is more important), ``max_df``
+    removes hubs outright and ``keep_rarest`` guarantees a sentence's rarest
+    linking entity survives any cut. The defaults are the ``default`` preset's
+    (:mod:`.config`), :data:`PAPER_BM25_CUT` the ``paper`` preset's.
 
     Attributes:
         alpha: Kept share, in (0, 1] (§4.1: 0.6).
@@ -115,7 +114,7 @@ class KeyCut:
         }
 
 
-#: The cut as the authors' code computes importance, per sentence, no cap (the old default).
+#: The cut as the authors' code computes importance, per sentence, no cap (the ``paper`` preset).
 PAPER_BM25_CUT = KeyCut(importance="bm25", cut="sentence", max_df=None, keep_rarest=False)
 
 

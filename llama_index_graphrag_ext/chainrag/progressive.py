@@ -22,7 +22,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from ..core.embeddings import embed_query
 from ..core.llm import LLMCaller, LLMOutputError, is_unanswered, parse_answer, parse_yes_no
 from .chain import ChainCalls, ChainStep
-from .retriever import SearchState, SentenceSearch, describe_sentence
+from .search import SearchState, SentenceSearch, describe_sentence
 
 
 async def retrieve(

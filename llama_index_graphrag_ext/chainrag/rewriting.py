@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..core.llm import LLMCaller, parse_answer
 from .chain import ChainCalls, ChainStep
 from .prompts import missing_entity
-from .retriever import SearchState
+from .search import SearchState
 
 
 async def prepare(

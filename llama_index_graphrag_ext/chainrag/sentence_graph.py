@@ -14,8 +14,7 @@ One row per sentence. Three labelled edge kinds join the rows:
 * **SA** (structural adjacency): sentences at most ``window`` (3) apart in the same
   chunk. The paper's window runs over one question's concatenated context; a
   corpus index has no such context, and running it over corpus order would link
-  passages by where a benchmark file lists them (musique-100 puts a question's
-  gold passages a median 8 rows apart), so SA stays inside a chunk's text.
+  passages by where a benchmark file lists them, so SA stays inside a chunk's text.
 
 A :class:`SentenceGraph` is built once per index change and then only read, so
 retrieval threads share it without locks.
@@ -23,8 +22,8 @@ retrieval threads share it without locks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -32,30 +31,9 @@ import scipy.sparse as sp
 
 from ..core.arrays import csr, indptr_of, take_rows
 from ..core.embeddings import knn_graph, union_knn_edges
-from .key_entities import (
-    CUT_KINDS,
-    IMPORTANCE_KINDS,
-    PAPER_BM25_CUT,
-    KeyCut,
-    entity_importance,
-    incidence,
-    key_entities,
-    key_entity_rows,
-    key_incidence,
-)
+from .config import EDGE_KINDS
+from .key_entities import KeyCut, key_entity_rows, key_incidence
 from .sentences import SentenceRecord, SentenceRecords, SentenceTable, row_index
-
-#: The three edge kinds of the paper (§3.1), in the order the paper lists them.
-EDGE_KINDS: tuple[str, ...] = ("EC", "SS", "SA")
-
-
-def check_edge_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
-    """Validate a selection of edge kinds (for ablations); returns it in canonical order."""
-    chosen = {str(k).upper() for k in kinds}
-    unknown = chosen - set(EDGE_KINDS)
-    if unknown:
-        raise ValueError(f"unknown edge kind(s) {sorted(unknown)}; choose from {EDGE_KINDS}")
-    return tuple(k for k in EDGE_KINDS if k in chosen)
 
 
 def ss_edges(vectors: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,10 +117,9 @@ class SentenceGraph:
         params: The settings it was built with.
 
     The ``ss`` and ``sa`` matrices (with cosines and sentence distances) are made
-    when read: retrieval needs only which rows are linked, the SS links are
+    when read: retrieval needs only which rows are linked, so the SS links are
     kept without their cosines, and the SA links follow from the chunks and
-    positions (a value array for 57k sentences' SS edges was 4 MB at 16,000
-    chunks, the SA matrix 1.6 MB).
+    positions.
     """
 
     sentences: SentenceTable
@@ -194,18 +171,6 @@ class SentenceGraph:
             ss_ptr=ss_ptr,
             ss_cols=ss_cols,
             params={**cut.to_dict(), "m": m, "window": window},
-        )
-
-    def with_key_cut(self, cut: KeyCut) -> SentenceGraph:
-        """The same graph with EC edges from another key-entity cut (SS and SA kept)."""
-        key_ptr, key_ids = key_entity_rows(self.sentences, cut)
-        key_columns, kmat = key_incidence(key_ptr, key_ids)
-        return replace(
-            self,
-            key_matrix=kmat,
-            key_order=_columns_in_key_order(key_ids, key_columns),
-            key_columns=key_columns,
-            params={**self.params, **cut.to_dict()},
         )
 
     def __len__(self) -> int:
@@ -381,22 +346,8 @@ def _table_of(records: Sequence[SentenceRecord]) -> SentenceTable:
     return SentenceTable.from_rows((r.text, r.chunk_id, r.position, r.entities) for r in records)
 
 
-__all__ = [
-    "CUT_KINDS",
-    "EDGE_KINDS",
-    "IMPORTANCE_KINDS",
-    "PAPER_BM25_CUT",
-    "KeyCut",
-    "KeyEntities",
-    "SentenceGraph",
-    "SentenceRecord",
-    "SentenceRecords",
-    "check_edge_kinds",
-    "entity_importance",
-    "incidence",
-    "key_entities",
-    "key_entity_rows",
-    "key_incidence",
-    "sa_edges",
-    "ss_edges",
-]
+def sentence_ids(sg: SentenceGraph) -> list[str]:
+    """The sentence ids of a graph snapshot in row order (``<chunk id>::s<position>``)."""
+    table = sg.sentences
+    chunks, positions = table.chunk_ids, table.positions.tolist()
+    return [f"{chunks[c]}::s{p}" for c, p in zip(table.chunk_rows.tolist(), positions, strict=True)]

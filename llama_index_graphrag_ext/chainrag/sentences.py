@@ -1,16 +1,14 @@
 """The sentences of a sentence graph as columns (texts, chunk, position, entities).
 
-Why columns and not one Python object per sentence (``docs/scaling.md``, "Memory"):
-a ``SentenceRecord`` per sentence (its text, its tuple of entity keys, the keys
-themselves) was about 7 MB of small objects at 4,000 chunks (15k sentences), and
-as they were made while the corpus's spaCy analyses were alive, they kept much of
+Columns, not one Python object per sentence (``docs/scaling.md``, "Memory"):
+small objects made while the corpus's spaCy analyses were alive kept much of
 the analyses' memory resident after the build (CPython's small-object allocator
-returns memory only in whole arenas). Here a table is a handful of large buffers:
+returns memory only in whole arenas). A table is a handful of large buffers:
 the texts as a :class:`~..core.arrays.StringTable`, chunk rows and positions as
 int32 arrays, and the entities as CSR rows over an entity vocabulary that is
-itself a string table. Row views (:class:`SentenceRecord`) are
-made on access. A table is never changed in place: inserts and deletes make a
-new one, so a graph built from an old one stays consistent.
+itself a string table. Row views (:class:`SentenceRecord`) are made on access.
+A table is never changed in place: inserts and deletes make a new one, so a
+graph built from an old one stays consistent.
 """
 
 from __future__ import annotations
@@ -119,11 +117,10 @@ class SentenceTableBuilder:
 
     Each :meth:`pack` turns the sentences added since the last one into arrays and
     blobs, so the Python objects they came from can be freed: the build's working
-    set is one batch (``docs/scaling.md``, "Memory"). Entity keys are numbered only
-    in :meth:`finish`, after the batches: numbered on the fly, the growing
-    dictionary of key strings was allocated amid every batch's temporaries, and
-    the few objects spaCy keeps from each batch then pinned that memory
-    (16,000 chunks: 10 more arenas than the index's other structures).
+    set is one batch. Entity keys are numbered only in :meth:`finish`, after the
+    batches: numbered on the fly, the growing dictionary of key strings was
+    allocated amid every batch's temporaries, and the few objects spaCy keeps
+    from each batch then pinned that memory.
 
     Args:
         base: The table to extend (none: start empty).

@@ -53,7 +53,7 @@ class MethodConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: Preset name -> :class:`Preset`; every method has ``paper`` and ``default``.
-    presets: ClassVar[dict[str, Preset]] = {"paper": Preset("The paper's settings.")}
+    presets: ClassVar[dict[str, Preset]] = {"default": Preset("No settings of its own.")}
     #: What an index built with no ``config=`` uses.
     default_preset: ClassVar[str] = "default"
 

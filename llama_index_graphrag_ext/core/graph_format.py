@@ -23,10 +23,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .graph import TypedGraph
+from typing import Any
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "GraphFiles", "decode", "encode", "read", "write"]
 
@@ -41,7 +38,7 @@ FORMAT_VERSION = 1
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def encode(graph: TypedGraph) -> dict[str, Any]:
+def encode(graph: Any) -> dict[str, Any]:
     """Return the compact, JSON-ready form of ``graph`` (attribute dicts copied one level)."""
     node_ids = graph.nodes()
     index = {n: i for i, n in enumerate(node_ids)}
@@ -86,7 +83,7 @@ def encode(graph: TypedGraph) -> dict[str, Any]:
     }
 
 
-def decode(d: Mapping[str, Any], graph_cls: type[TypedGraph]) -> TypedGraph:
+def decode(d: Mapping[str, Any], graph_cls: type) -> Any:
     """Rebuild a graph of class ``graph_cls`` from `encode` output.
 
     Raises:
@@ -179,16 +176,16 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
 class GraphFiles:
     """`TypedGraph`'s persistence methods (a mixin; the layout is this module's)."""
 
-    def to_dict(self: TypedGraph) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """Return the compact, JSON-ready form (layout: this module's)."""
         return encode(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TypedGraph:
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
         """Rebuild a graph from `to_dict` output (see `decode`)."""
         return decode(d, cls)
 
-    def save(self: TypedGraph, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the graph to one JSON file (see `write`)."""
         write(self.to_dict(), path)
         logger.debug(
@@ -196,7 +193,7 @@ class GraphFiles:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TypedGraph:
+    def load(cls, path: str | os.PathLike[str]) -> Any:
         """Read a graph written by `save` (gzip is detected from the content).
 
         Raises:

@@ -10,14 +10,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .embeddings import normalize_rows, top_k_of_scores
-
-if TYPE_CHECKING:
-    from .vectors import VectorTable
 
 
 @dataclass(frozen=True)
@@ -144,7 +141,7 @@ class RowSearch(RowSearcher):
 
     def __init__(
         self,
-        table: VectorTable,
+        table: Any,
         ids: Sequence[str],
         matrix: np.ndarray | None = None,
         margin: int = 8,

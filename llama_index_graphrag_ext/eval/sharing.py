@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=measure_sharing.__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="benchmark folder (canonical format)")
     parser.add_argument(
-        "--methods", default="qcg-sentences,cue-0.0,chainrag-retriever,lprag-pseudo"
+        "--methods", default="qcg,cue,chainrag,lprag:pseudo"
     )
     parser.add_argument("--max-passages", type=int, default=None)
     parser.add_argument("--out", default=None, help="write the result as JSON")

@@ -6,7 +6,7 @@ import pytest
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.schema import Document, NodeWithScore, QueryBundle
-from support import ScriptedLLM
+from support import BagOfWordsEmbedding, ScriptedLLM
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
 from llama_index_graphrag_ext.chainrag.prompts import missing_entity
@@ -25,12 +25,6 @@ DECOMP = '["Who wrote Bambi?", "Where was this author born?"]'
 
 @pytest.fixture(scope="module")
 def index():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from conftest import BagOfWordsEmbedding
-
     return SentenceGraphIndex.from_documents(
         DOCS, embed_model=BagOfWordsEmbedding(), transformations=[PassageParser()]
     )
@@ -104,7 +98,7 @@ def test_summary_path_when_an_earlier_answer_is_missing(index):
 
 def test_sufficiency_loop_stops_at_budget_or_exhaustion(index):
     llm = _script(**{"Reply yes or no": "no"})
-    engine = index.as_query_engine(llm=llm, integration="context", max_hops=5, seed_k=1)
+    engine = index.as_query_engine(llm=llm, integration="context", max_hops=5, k=1)
     response = engine.query(QUESTION)
     for step in response.metadata["chain"]:
         assert step["stopped"] in ("exhausted", "budget") and step["hops"] >= 1
@@ -186,12 +180,12 @@ class _TopTwo(BaseNodePostprocessor):
 
 def test_reranker_top_n_does_not_shrink_seeds_or_context(index):
     engine = index.as_query_engine(
-        llm=_script(**{"Reply yes or no": "no"}), reranker=_TopTwo(), seed_k=3, max_hops=1
+        llm=_script(**{"Reply yes or no": "no"}), reranker=_TopTwo(), k=3, max_hops=1
     )
     response = engine.query(QUESTION)
     for step in response.metadata["chain"]:
         assert sum(s["role"] == "seed" for s in step["sentences"]) == 3
-    retriever = index.as_retriever(reranker=_TopTwo(), seed_k=3, similarity_top_k=4)
+    retriever = index.as_retriever(reranker=_TopTwo(), k=3, similarity_top_k=4)
     assert len(retriever.retrieve(QUESTION)) == 4
 
 

@@ -10,6 +10,7 @@ import pytest
 from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
+from llama_index_graphrag_ext.core.config import ConfigError
 from llama_index_graphrag_ext.core.nodes import PassageParser
 
 DOCS = [
@@ -76,18 +77,20 @@ def test_retriever_returns_chunks_with_sentence_evidence(index):
 
 def test_budget_and_edge_ablation(index):
     # the gathered sentences alone (rank="graph" without the pool) respect the budget
-    small = index.as_retriever(
-        similarity_top_k=3, seed_k=1, word_budget=12, rank="graph", fill=False
-    )
+    small = index.as_retriever(similarity_top_k=3, k=1, word_budget=12, rank="graph", fill=False)
     results = small.retrieve("Where was Felix Salten born?")
     words = sum(
         len(s["text"].split()) for r in results for s in r.node.metadata["evidence"]["sentences"]
     )
     assert words <= 12 or len(results) == 1
-    none = index.as_retriever(seed_k=1, edge_kinds=[], rank="graph", fill=False).retrieve("Danube")
+    no_edges = {"follow_ec": False, "follow_ss": False, "follow_sa": False}
+    none = index.as_retriever(k=1, rank="graph", fill=False, **no_edges).retrieve("Danube")
     assert [r.node.ref_doc_id for r in none] == ["vienna"]
-    with pytest.raises(ValueError):
-        index.as_retriever(edge_kinds=["XX"])
+    with pytest.raises(ConfigError, match="no setting 'follow_xx'"):
+        index.as_retriever(follow_xx=True)
+    # the graph is the index's: a retriever cannot change how it was built
+    with pytest.raises(ConfigError, match="max_df: a setting of the index"):
+        index.as_retriever(max_df=50)
 
 
 def test_insert_delete_persist_reload(index, bow_embed, tmp_path):
@@ -105,7 +108,7 @@ def test_insert_delete_persist_reload(index, bow_embed, tmp_path):
     loaded = SentenceGraphIndex.load(tmp_path / "idx", embed_model=bow_embed)
     for q in ("Where was Felix Salten born?", "Budapest", "roe deer novel"):
         assert _ids(loaded, q) == _ids(index, q)
-    assert loaded.config() == index.config()
+    assert loaded.config == index.config and loaded.config.origin == "default"
     assert loaded.sentence_graph.num_edges("EC") == index.sentence_graph.num_edges("EC")
 
 
@@ -131,7 +134,7 @@ def test_retrieval_is_thread_safe(index):
 def test_empty_index_and_bad_settings(bow_embed):
     empty = SentenceGraphIndex([], embed_model=bow_embed)
     assert empty.as_retriever().retrieve("anything") == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError, match="alpha"):
         SentenceGraphIndex([], embed_model=bow_embed, alpha=1.5)
     with pytest.raises(TypeError):
         SentenceGraphIndex([], embed_model=bow_embed, beta=1)
@@ -174,7 +177,7 @@ def test_delete_and_reload_give_the_fresh_index(index, bow_embed, tmp_path):
     _same_graph(loaded.sentence_graph, fresh.sentence_graph)
 
 
-def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, pools_started):
+def test_worker_processes_build_the_same_graph(bow_embed, pools_started):
     from llama_index_graphrag_ext.core.text.parallel import TASK_TEXTS
 
     # Distinct texts (the parse cache would answer repeats), more than one worker task.
@@ -185,7 +188,7 @@ def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, 
     ]
     build = dict(embed_model=bow_embed, transformations=[PassageParser()])
     pooled = SentenceGraphIndex.from_documents(docs, nlp_processes=2, **build)
-    alone = SentenceGraphIndex.from_documents(docs, **build)
+    alone = SentenceGraphIndex.from_documents(docs, nlp_processes=1, **build)
     assert len(pools_started) == 1  # one pool for the whole build
     one, two = pooled.sentence_graph, alone.sentence_graph
     assert [(r.text, r.chunk_id, r.entities) for r in one.records] == [
@@ -194,7 +197,7 @@ def test_worker_processes_build_the_same_graph_and_are_not_a_setting(bow_embed, 
     assert {k: one.num_edges(k) for k in ("SS", "SA", "EC")} == {
         k: two.num_edges(k) for k in ("SS", "SA", "EC")
     }
-    # A resource, not part of what is built: the persisted settings are the same.
-    assert pooled.config() == alone.config() and "nlp_processes" not in pooled.config()
-    with pytest.raises(ValueError, match="nlp_processes"):
+    # A resource: the only setting that differs.
+    assert pooled.config.updated(nlp_processes=1) == alone.config
+    with pytest.raises(ConfigError, match="nlp_processes"):
         SentenceGraphIndex.from_documents(DOCS, nlp_processes=0, **build)

@@ -12,9 +12,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.chainrag.retriever import SentenceSearch, ranked_chunk_ids
-from llama_index_graphrag_ext.chainrag.sentence_graph import KeyCut, SentenceGraph, SentenceRecord
+from llama_index_graphrag_ext.chainrag.config import ChainRAGConfig
+from llama_index_graphrag_ext.chainrag.key_entities import KeyCut
+from llama_index_graphrag_ext.chainrag.retriever import ranked_chunk_ids
+from llama_index_graphrag_ext.chainrag.search import SentenceSearch
+from llama_index_graphrag_ext.chainrag.sentence_graph import SentenceGraph
+from llama_index_graphrag_ext.chainrag.sentences import SentenceRecord
 from llama_index_graphrag_ext.core.arrays import csr
+from llama_index_graphrag_ext.core.config import ConfigError
 from llama_index_graphrag_ext.core.vectors import MatrixSearch
 
 
@@ -50,8 +55,13 @@ def _graph(rows, ss_pairs=()) -> tuple[SentenceGraph, np.ndarray]:
     return replace(sg, ss_ptr=ss_ptr, ss_cols=ss_cols), q
 
 
+def _params(**fields):
+    """The retrieval settings: the paper's (the class defaults) with ``fields``."""
+    return ChainRAGConfig().updated(fields).retrieval
+
+
 def _chunks(sg, q, top_k=10, rank="one", **kw):
-    search = SentenceSearch(_Index(sg), **kw)
+    search = SentenceSearch(_Index(sg), _params(**kw))
     state = search._start(sg, "q", q)
     search.expand(state)
     order, _ = ranked_chunk_ids(state, top_k, rank)
@@ -69,7 +79,7 @@ ROWS = [
 
 def test_one_ranking_puts_a_high_cosine_outsider_before_a_low_cosine_neighbour():
     sg, q = _graph(ROWS)
-    kw = {"seed_k": 1, "candidate_k": 5, "neighbor_score": "propagate"}
+    kw = {"k": 1, "candidate_k": 5, "neighbor_score": "propagate"}
     order, state = _chunks(sg, q, **kw)
     assert state.gathered[1].role == "neighbor" and state.gathered[0].role == "seed"
     assert order.index("outsider") < order.index("low-neighbour")
@@ -81,18 +91,20 @@ def test_one_ranking_puts_a_high_cosine_outsider_before_a_low_cosine_neighbour()
     graph_first, _ = _chunks(sg, q, rank="graph", **kw)
     assert graph_first.index("low-neighbour") < graph_first.index("outsider")
     # scored against the question alone, expansion cannot reorder the pool
-    plain, _ = _chunks(sg, q, seed_k=1, candidate_k=5, neighbor_score="question")
+    plain, _ = _chunks(sg, q, k=1, candidate_k=5, neighbor_score="question")
     assert plain == ["seed", "outsider", "plain", "bridged", "low-neighbour"]
 
 
 def test_neighbours_beyond_the_pool_enter_the_one_ranking():
     sg, q = _graph(ROWS)
     # a pool of 2 (seed, outsider): the bridged sentence is reached only over EC
-    order, state = _chunks(sg, q, seed_k=1, candidate_k=2, neighbor_score="propagate")
+    order, state = _chunks(sg, q, k=1, candidate_k=2, neighbor_score="propagate")
     assert {r for r, g in state.gathered.items() if g.role == "neighbor"} == {1, 3}
     assert order == ["seed", "bridged", "outsider", "low-neighbour"]
-    with pytest.raises(ValueError):
-        SentenceSearch(_Index(sg), edge_weights={"XX": 1.0})
+    with pytest.raises(ConfigError, match="no setting 'w_xx'"):
+        _params(w_xx=1.0)
+    with pytest.raises(ConfigError, match="w_ec"):
+        _params(w_ec=-0.1)
 
 
 # SA then EC: the seed's passage names the bridge in its second sentence only.
@@ -105,16 +117,11 @@ CHAIN = [
 ]
 
 
-def _run(kinds, hops=2, weights=None):
+def _run(kinds, hops=2, w_ss=0.4):
     sg, q = _graph(CHAIN, ss_pairs=[(0, 4)])
-    search = SentenceSearch(
-        _Index(sg),
-        seed_k=1,
-        candidate_k=5,
-        edge_kinds=kinds,
-        neighbor_score="propagate",
-        edge_weights=weights,
-    )
+    follow = {f"follow_{kind.lower()}": kind in kinds for kind in ("EC", "SS", "SA")}
+    params = _params(k=1, candidate_k=5, neighbor_score="propagate", w_ss=w_ss, **follow)
+    search = SentenceSearch(_Index(sg), params)
     state = search._start(sg, "q", q)
     for _ in range(hops):
         if not search.expand(state):
@@ -124,11 +131,11 @@ def _run(kinds, hops=2, weights=None):
 
 
 def test_each_edge_ablation_changes_the_search():
-    full, got = _run(("EC", "SS", "SA"), weights={"SS": 0.4})
+    full, got = _run(("EC", "SS", "SA"))
     assert full.index("director") < full.index("other")  # reached over SA, then EC
-    no_sa, got_sa = _run(("EC", "SS"), weights={"SS": 0.4})
-    no_ec, got_ec = _run(("SS", "SA"), weights={"SS": 0.4})
-    no_ss, got_ss = _run(("EC", "SA"), weights={"SS": 0.4})
+    no_sa, got_sa = _run(("EC", "SS"))
+    no_ec, got_ec = _run(("SS", "SA"))
+    no_ss, got_ss = _run(("EC", "SA"))
     assert no_sa.index("other") < no_sa.index("director")  # the bridge sentence is never reached
     assert no_ec.index("other") < no_ec.index("director")
     assert len({frozenset(got), frozenset(got_sa), frozenset(got_ec), frozenset(got_ss)}) == 4

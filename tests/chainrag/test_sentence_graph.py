@@ -5,21 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llama_index_graphrag_ext.chainrag.sentence_graph import (
+from llama_index_graphrag_ext.chainrag.key_entities import (
     PAPER_BM25_CUT,
     KeyCut,
-    SentenceGraph,
-    SentenceRecord,
-    check_edge_kinds,
     entity_importance,
     incidence,
     key_entities,
     key_entity_rows,
     key_incidence,
-    sa_edges,
-    ss_edges,
 )
-from llama_index_graphrag_ext.chainrag.sentences import SentenceTable
+from llama_index_graphrag_ext.chainrag.sentence_graph import SentenceGraph, sa_edges, ss_edges
+from llama_index_graphrag_ext.chainrag.sentences import SentenceRecord, SentenceTable
 
 #: The authors' code's importance (mean BM25), per-sentence cut, no cap.
 BM25 = {"importance": "bm25", "cut": "sentence", "max_df": None, "keep_rarest": False}
@@ -111,9 +107,8 @@ def test_graph_neighbors_label_edges_and_shared_entities():
     assert nb == {2: {"EC": [0]}, 1: {"SA": [0]}}
     assert sg.shared_entities(0, 2) == ["warsaw"]
     assert sg.neighbors([0], ("SS",)) == {}
-    with pytest.raises(ValueError):
-        check_edge_kinds(["XX"])
-    assert check_edge_kinds(["sa", "EC"]) == ("EC", "SA")
+    with pytest.raises(ValueError, match="unknown edge kind"):
+        sg.neighbors([0], ("XX",))
 
 
 def _random_entity_lists(seed: int, n: int = 300, vocab: int = 60) -> list[list[str]]:

@@ -1,6 +1,6 @@
 """ChainRAG over the loopback wire: decomposition, rewriting, sufficiency, usage, streams, faults.
 
-The model is :class:`~llama_index_graphrag_ext.testing.replies.ModelReplies` behind a real
+The model is ``support.replies.ModelReplies`` (the test tools) behind a real
 OpenAI-compatible HTTP server; both clients (``OpenAILike``: JSON read from text, ``OpenAI``:
 native JSON schema) and both ways of handing over the LLM (``llm=``, ``Settings.llm``).
 """

@@ -86,9 +86,9 @@ def check_on_failure(value: str) -> OnFailure:
 
 def reason_of(exc: BaseException) -> str:
     """A short reason for a failed item, for fallback counts (``HTTP 500``, ``timeout``, ...)."""
-    from .calls import LLMTruncatedError
     from .parse import LLMOutputError
     from .retry import is_retryable, status_of
+    from .target import LLMTruncatedError
 
     if isinstance(exc, LLMTruncatedError):
         return "reply cut by the length limit"

@@ -8,16 +8,13 @@ import contextvars
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from .entities import Entity
 from .spacy import _check_texts, _iter_docs, _resolve, parsing
-
-if TYPE_CHECKING:
-    from .parallel import ParsePool
 
 
 def extract_entities(
@@ -67,7 +64,7 @@ def analyze_batch(
     labels: Collection[str] | None = None,
     batch_size: int = 64,
     n_process: int = 1,
-    pool: ParsePool | None = None,
+    pool: Any = None,
     sentences: str = "model",
 ) -> list[Analysis]:
     """Split texts into sentences and extract their entities in one spaCy pass.
@@ -199,7 +196,7 @@ class ParseCache:
         *,
         batch_size: int = 64,
         n_process: int = 1,
-        pool: ParsePool | None = None,
+        pool: Any = None,
         sentences: str = "model",
     ) -> list[Analysis]:
         """Like `analyze_batch`, analysing only the texts not seen before with this pipeline."""

@@ -1,0 +1,220 @@
+"""Seeds, reranking and expansion on the sentence graph (paper §3.2).
+
+:class:`SentenceSearch` holds one search: seeds by embedding similarity (the
+top ``candidate_k``), reranked to the top ``k``, then expanded hop by hop over
+the chosen edge kinds, each hop's new sentences reranked and added until the
+word budget is spent. The query engine drives it one hop at a time and asks
+its LLM after each hop whether the gathered sentences suffice; the LLM-free
+retriever (:mod:`.retriever`) runs a fixed number of hops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+
+from ..core.embeddings import embed_query
+from ..core.rerank import rerank
+from .config import ChainRAGRetrieval
+from .sentence_graph import SentenceGraph, sentence_ids
+
+
+def word_count(text: str) -> int:
+    """Whitespace words (the unit of the paper's 3,000-word limit)."""
+    return len(text.split())
+
+
+@dataclass
+class Gathered:
+    """One sentence gathered by a search.
+
+    Attributes:
+        row: Its row in the sentence graph.
+        score: Reranker score against the query (cosine without a reranker).
+        role: ``seed``, ``neighbor`` (reached over an edge) or ``candidate``
+            (from the first-round pool, used only to fill a ranked list).
+        hop: 0 for seeds, h for sentences first reached at hop h.
+        via: For neighbours, ``{edge kind: [source rows]}``.
+    """
+
+    row: int
+    score: float
+    role: str
+    hop: int = 0
+    via: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class SearchState:
+    """The sentences a search has gathered so far (in the order they were added)."""
+
+    query: str
+    graph: SentenceGraph
+    query_vector: np.ndarray
+    candidates: list[tuple[int, float]]
+    gathered: dict[int, Gathered] = field(default_factory=dict)
+    frontier: list[int] = field(default_factory=list)
+    words: int = 0
+    hops: int = 0
+    exhausted: bool = False
+    budget_hit: bool = False
+
+    def sentences(self) -> list[Gathered]:
+        """Gathered sentences, best score first."""
+        return sorted(self.gathered.values(), key=lambda g: (-g.score, g.row))
+
+    def context(self) -> str:
+        """The gathered sentences in text order of their chunks, one per line."""
+        table = self.graph.sentences
+        rows = sorted(self.gathered, key=lambda r: (table.chunk_id(r), table.position(r)))
+        return "\n".join(table.text(r) for r in rows)
+
+
+class SentenceSearch:
+    """Seed, rerank and expand on a sentence graph (paper §3.2); one object, many queries.
+
+    Args:
+        index: The sentence graph index (its ``sentence_graph``, ``embed_model``
+            and ``searcher`` are read).
+        params: The retrieval settings (``candidate_k``, ``k``, ``word_budget``, the
+            edge kinds followed, ``neighbor_score`` and the ``w_<kind>`` weights).
+        reranker: Any LlamaIndex node postprocessor that reranks (e.g. a BGE
+            cross-encoder through ``FlagEmbeddingReranker``), asked for every
+            candidate whatever its ``top_n``; without one, sentences are ranked
+            by cosine similarity.
+    """
+
+    def __init__(
+        self,
+        index: Any,
+        params: ChainRAGRetrieval,
+        reranker: BaseNodePostprocessor | None = None,
+    ) -> None:
+        self.index = index
+        self.params = params
+        self.reranker = reranker
+        self._kinds, self._weights = params.edge_kinds, params.edge_weights
+
+    # -------------------------------------------------------------- scoring
+
+    def _rerank(
+        self, state: SearchState, rows: Sequence[int], scores: np.ndarray
+    ) -> list[tuple[int, float]]:
+        """Rows ordered by the reranker (or by cosine, ``scores``), best first."""
+        if self.reranker is None or not len(rows):
+            order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i]))
+            return [(int(rows[i]), float(scores[i])) for i in order]
+        # Every row gets ranked: the reranker is asked for all of them, whatever its top_n.
+        texts = [state.graph.text(r) for r in rows]
+        ranked = rerank(self.reranker, state.query, texts, scores=[float(x) for x in scores])
+        return [(int(rows[i]), score) for i, score in ranked]
+
+    # -------------------------------------------------------------- steps
+
+    def start(self, query: str, query_vector: np.ndarray | None = None) -> SearchState:
+        """First round: top ``candidate_k`` by cosine, reranked, top ``k`` kept as seeds."""
+        sg = self.index.sentence_graph  # one snapshot for the whole search
+        if query_vector is None:
+            query_vector = embed_query(self.index.embed_model, query)
+        return self._start(sg, query, query_vector)
+
+    def _start(self, sg: SentenceGraph, query: str, qv: np.ndarray) -> SearchState:
+        state = SearchState(query=query, graph=sg, query_vector=qv, candidates=[])
+        if not len(sg):
+            state.exhausted = True
+            return state
+        search = self.index.searcher("sentences", sg, lambda: sentence_ids(sg), sg.vectors)
+        rows, scores = search(qv, self.params.candidate_k)
+        ranked = self._rerank(state, rows.tolist(), scores)
+        state.candidates = ranked
+        for row, score in ranked[: self.params.k]:
+            self._add(state, Gathered(row, score, "seed", 0), force=True)
+        state.frontier = [g.row for g in state.gathered.values()]
+        return state
+
+    def _add(self, state: SearchState, item: Gathered, force: bool = False) -> bool:
+        words = word_count(state.graph.text(item.row))
+        if not force and state.words + words > self.params.word_budget:
+            state.budget_hit = True
+            return False
+        state.gathered[item.row] = item
+        state.words += words
+        return True
+
+    def expand(self, state: SearchState) -> int:
+        """One hop: the frontier's neighbours, reranked, added within the word budget.
+
+        Returns:
+            How many sentences were added (0 once nothing new is reachable or the
+            budget is spent; ``state.exhausted`` / ``state.budget_hit`` say which).
+        """
+        if state.exhausted or state.budget_hit or not state.frontier:
+            state.exhausted = True
+            return 0
+        reach = state.graph.neighbors(state.frontier, self._kinds)
+        new = [r for r in reach if r not in state.gathered]
+        if not new:
+            state.exhausted = True
+            return 0
+        cos = state.graph.vectors[new] @ state.query_vector
+        if self.params.neighbor_score == "propagate" and self.reranker is None:
+            cos = np.maximum(cos, self._propagated(state, new, reach, cos))
+        state.hops += 1
+        added: list[int] = []
+        for row, score in self._rerank(state, new, cos):
+            if not self._add(state, Gathered(row, score, "neighbor", state.hops, reach[row])):
+                break
+            added.append(row)
+        state.frontier = added
+        return len(added)
+
+    def _propagated(
+        self,
+        state: SearchState,
+        new: Sequence[int],
+        reach: dict[int, dict[str, list[int]]],
+        cos: np.ndarray,
+    ) -> np.ndarray:
+        """Each new row's cosine plus a share of the best score among the rows that reached it.
+
+        ``cos + w[kind] * score(source)``, never above ``score(source)``: an
+        edge from a sentence that matches the question is evidence for its
+        neighbour (the LLM-free stand-in for §3.3, where the next hop is
+        searched with a sub-question completed by what this hop found), and a
+        neighbour never outranks the sentence that led to it.
+        """
+        gathered, weight = state.gathered, self._weights
+        out = np.empty(len(new), dtype=np.float32)
+        for i, (row, own) in enumerate(zip(new, cos.tolist(), strict=True)):
+            best = -np.inf
+            for kind, sources in reach[row].items():
+                w = weight[kind]
+                for src in sources:
+                    score = gathered[src].score
+                    best = max(best, min(own + w * score, score))
+            out[i] = best
+        return out
+
+
+def describe_sentence(sg: SentenceGraph, item: Gathered) -> dict[str, Any]:
+    """A JSON-ready account of one gathered sentence (for evidence and the chain)."""
+    out: dict[str, Any] = {
+        "text": sg.text(item.row),
+        "score": round(item.score, 4),
+        "role": item.role,
+        "hop": item.hop,
+    }
+    if item.via:
+        edges = []
+        for kind, sources in item.via.items():
+            for src in sources[:3]:
+                edge: dict[str, Any] = {"kind": kind, "from": sg.text(src)[:120]}
+                if kind == "EC":
+                    edge["entities"] = sg.shared_entities(item.row, src)
+                edges.append(edge)
+        out["edges"] = edges
+    return out
