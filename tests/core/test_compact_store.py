@@ -88,7 +88,7 @@ def test_docstore_nodes_persist_in_the_plain_layout(tmp_path):
 def test_suite_indexes_use_it_by_default_and_reload(bow_embed, tmp_path):
     docs = [Document(id_=f"d{i}", text=f"{TEXT} Document {i}.") for i in range(4)]
     index = QueryCentricGraphIndex.from_documents(
-        docs, embed_model=bow_embed, transformations=[PassageParser()], preset="sentences"
+        docs, embed_model=bow_embed, transformations=[PassageParser()], config="default"
     )
     assert isinstance(index.docstore._kvstore, CompactKVStore)
     index.persist(tmp_path / "qcg")

@@ -14,8 +14,8 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.kvstore import SimpleKVStore
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
 from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex
+from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
 
 TEXTS = [
     "Ada Lovelace wrote the first program. She worked with Charles Babbage.",
@@ -32,7 +32,6 @@ def _build(embed, storage_context):
         transformations=[PassageParser()],
         embed_model=embed,
         generator=SentenceQueryGenerator(min_chars=5),
-        preset="sentences",
         storage_context=storage_context,
     )
 

@@ -156,11 +156,11 @@ def test_load_refuses_other_kinds_and_versions(index, bow_embed, tmp_path):
         index_kind = "other"
 
     class Newer(KnnChunkIndex):
-        format_version = 2
+        format_version = 3
 
     with pytest.raises(IndexFormatError, match="not 'other'"):
         Other.load(tmp_path / "idx", embed_model=bow_embed)
-    with pytest.raises(IndexFormatError, match="format version 1"):
+    with pytest.raises(IndexFormatError, match="format version 2"):
         Newer.load(tmp_path / "idx", embed_model=bow_embed)
 
 

@@ -57,7 +57,7 @@ def test_small_top_n_shrinks_nothing_in_qcg_cue_and_chainrag(bow_embed):
 
     parser = [PassageParser()]
     qcg = QueryCentricGraphIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=parser, generator="sentences"
+        DOCS, embed_model=bow_embed, transformations=parser, config="default"
     )
     hits = qcg.as_retriever(similarity_top_k=4, reranker=WordOverlap()).retrieve(QUESTION)
     assert len(hits) == 4
@@ -70,7 +70,7 @@ def test_small_top_n_shrinks_nothing_in_qcg_cue_and_chainrag(bow_embed):
     assert len(cue_hits) == 4
 
     chain = SentenceGraphIndex.from_documents(DOCS, embed_model=bow_embed, transformations=parser)
-    retriever = chain.as_retriever(similarity_top_k=4, seed_k=3, reranker=WordOverlap())
+    retriever = chain.as_retriever(similarity_top_k=4, k=3, reranker=WordOverlap())
     state = retriever.search.start(QUESTION)
     assert sum(g.role == "seed" for g in state.gathered.values()) == 3
     assert len(state.candidates) > 2  # the whole first-round pool stays ranked
@@ -95,7 +95,7 @@ def test_flag_embedding_reranker_drives_the_methods_offline(bge_path, bow_embed)
     reranker = FlagEmbeddingReranker(model=str(bge_path), top_n=2, use_fp16=False)
     parser = [PassageParser()]
     qcg = QueryCentricGraphIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=parser, generator="sentences"
+        DOCS, embed_model=bow_embed, transformations=parser, config="default"
     )
     hits = qcg.as_retriever(similarity_top_k=3, reranker=reranker).retrieve(QUESTION)
     assert len(hits) == 3  # top_n=2 of the reranker truncated nothing
@@ -104,6 +104,6 @@ def test_flag_embedding_reranker_drives_the_methods_offline(bge_path, bow_embed)
     assert np.allclose([h.score for h in hits], expected, atol=1e-5)  # the cross-encoder's scores
 
     chain = SentenceGraphIndex.from_documents(DOCS, embed_model=bow_embed, transformations=parser)
-    retriever = chain.as_retriever(similarity_top_k=3, seed_k=3, reranker=reranker)
+    retriever = chain.as_retriever(similarity_top_k=3, k=3, reranker=reranker)
     state = retriever.search.start(QUESTION)
     assert sum(g.role == "seed" for g in state.gathered.values()) == 3

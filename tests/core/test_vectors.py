@@ -136,8 +136,8 @@ def test_graph_index_searches_a_vector_store_with_memory_results(bow_embed, tmp_
     from llama_index.core.vector_stores import SimpleVectorStore
 
     from llama_index_graphrag_ext.core.nodes import PassageParser
-    from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
     from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex
+    from llama_index_graphrag_ext.qcg.sentence_nodes import SentenceQueryGenerator
 
     docs = [
         Document(text=t, doc_id=f"d{i}")
@@ -157,7 +157,6 @@ def test_graph_index_searches_a_vector_store_with_memory_results(bow_embed, tmp_
             transformations=[PassageParser()],
             embed_model=bow_embed,
             generator=SentenceQueryGenerator(min_chars=5),
-            preset="sentences",
             **kw,
         )
 
@@ -222,7 +221,7 @@ def test_index_searcher_is_in_memory_without_a_store(bow_embed):
 
     docs = [Document(text="Ada Lovelace wrote the first program.", doc_id="d0")]
     index = QueryCentricGraphIndex.from_documents(
-        docs, transformations=[PassageParser()], embed_model=bow_embed, preset="sentences"
+        docs, transformations=[PassageParser()], embed_model=bow_embed, config="default"
     )
     layer = index.layer
     assert isinstance(index.searcher("queries", layer, layer.ids, layer.matrix), MatrixSearch)
@@ -232,7 +231,7 @@ def test_index_searcher_is_in_memory_without_a_store(bow_embed):
         docs,
         transformations=[PassageParser()],
         embed_model=bow_embed,
-        preset="sentences",
+        config="default",
         vector_store=SimpleVectorStore(),
     )
     layer = stored.layer

@@ -28,7 +28,7 @@ TEXTS = {
 }
 
 #: Small LP-RAG training so a build takes a fraction of a second.
-LPRAG_SMALL = {"hidden": 16, "epochs": 5, "threads": 1, "k": 2, "query_neighbors": 2}
+LPRAG_SMALL = {"hidden": 16, "epochs": 5, "threads": 1, "k": 2, "M": 2}
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def build_index(method: str, documents: Sequence[Document], embed: BaseEmbedding
         from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex
 
         return QueryCentricGraphIndex.from_documents(
-            documents, embed_model=embed, transformations=parser, generator="sentences", **kw
+            documents, embed_model=embed, transformations=parser, config="default", **kw
         )
     if method == "cue":
         from llama_index_graphrag_ext.cue import MultiPartiteIndex
@@ -81,7 +81,7 @@ def build_index(method: str, documents: Sequence[Document], embed: BaseEmbedding
             documents,
             embed_model=embed,
             transformations=parser,
-            query_source="pseudo",
+            config="pseudo",
             **{**LPRAG_SMALL, **kw},
         )
     if method == "fgrag":

@@ -126,7 +126,7 @@ def test_chainrag_and_qcg_async_calls_never_block_the_loop(model_server, like, m
         DOCS, embed_model=minilm, transformations=[PassageParser()]
     )
     qcg = QueryCentricGraphIndex.from_documents(
-        DOCS, llm=like, embed_model=minilm, transformations=[PassageParser()], num_pairs=4
+        DOCS, llm=like, embed_model=minilm, transformations=[PassageParser()], config="paper", M=4
     )
     engine = chain.as_query_engine(llm=like, integration="answer")
     model_server.inject(Fault(delay=LATENCY, times=None))
@@ -228,7 +228,7 @@ def test_sync_and_asyncio_run_calls_mix_on_one_client(model_server, like, bow_em
     ``asyncio.run`` loops: no call may fail on a connection of a closed loop."""
     options = {"transformations": [PassageParser()], "embed_model": bow_embed, "llm": like}
     fgrag = FGRAGIndex.from_documents(DOCS[:1], **options)
-    qcg = QueryCentricGraphIndex.from_documents(DOCS[:1], num_pairs=3, **options)
+    qcg = QueryCentricGraphIndex.from_documents(DOCS[:1], config="paper", M=3, **options)
     chain = SentenceGraphIndex.from_documents(DOCS, **options)
     for index in (fgrag, qcg):
         index.insert(DOCS[1])

@@ -64,7 +64,7 @@ def test_doc2query_builds_m_pairs_per_chunk_metered_as_the_server_counted(
     persisted_ledger,
 ):
     # No generator given: the index picks Doc2Query because an LLM resolves (llm= or Settings).
-    index = build(docs, bow_embed, num_pairs=M, alpha=ALPHA, **give_llm(wire_llm))
+    index = build(docs, bow_embed, config="paper", M=M, alpha=ALPHA, **give_llm(wire_llm))
     gen, n = index.generator, len(docs)
     assert isinstance(gen, Doc2QueryGenerator)
     stats = index.build_stats
