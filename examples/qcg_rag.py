@@ -22,7 +22,7 @@ from llama_index_graphrag_ext.core.defaults import default_embed_model, embedded
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.demo import DEMO_DATA
 from llama_index_graphrag_ext.eval.data import load_benchmark
-from llama_index_graphrag_ext.qcg import Doc2QueryGenerator, QueryCentricGraphIndex
+from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex
 
 
 def show(results) -> None:
@@ -49,9 +49,9 @@ def main() -> None:
     question = bench.questions[0]
     embed_model = default_embed_model()
 
-    # 1. LLM-free tier: the paper's "Sentence Nodes" variant.
+    # 1. LLM-free tier, the measured preset: the paper's "Sentence Nodes" variant.
     index = QueryCentricGraphIndex.from_documents(
-        documents, embed_model=embed_model, transformations=[PassageParser()], preset="sentences"
+        documents, embed_model=embed_model, transformations=[PassageParser()], config="default"
     )
     print(f"{len(index)} passages -> {len(index.layer)} sentence query nodes")
     print(f"Q: {question.question}  (gold: {', '.join(question.gold_ids)})")
@@ -76,19 +76,17 @@ def main() -> None:
     small = [d for d in documents if d.doc_id in gold] + [
         d for d in documents if d.doc_id not in gold
     ][:1]
-    generator = Doc2QueryGenerator(
-        llm=llm,
-        num_pairs=2,
-        max_concurrency=1,
-        cache_path=str(Path(tempfile.gettempdir()) / "qcg-example-cache.sqlite"),
-    )
+    cache = str(Path(tempfile.gettempdir()) / "qcg-example-cache.sqlite")
     qa_index = QueryCentricGraphIndex.from_documents(
         small,
+        config="paper",  # the paper's pipeline, with two pairs per chunk and k = 2
         embed_model=embed_model,
         llm=llm,
-        generator=generator,
         transformations=[PassageParser()],
+        M=2,
         k=2,
+        max_concurrency=1,
+        cache_path=cache,
     )
     print(
         f"\nDoc2Query on {len(small)} passages: "
