@@ -5,26 +5,24 @@ Generation" (Nascimento, Franco, Souza). Components:
 
 | component | paper step |
 |---|---|
+| :class:`LPRAGConfig` | the settings and presets (``paper``, ``pseudo``, ``default``, ...) |
 | :class:`LLMAtomicChunker` | §3.1 LLM-prompted atomic chunks |
 | :class:`ChunkQueryLinkIndex` | §3.2-3.3 mutual-kNN chunk graph, batches, synthetic queries; §3.4 training |
 | :class:`LinkPredictor`, :func:`train_link_predictor` | §3.4 link predictors (SAGE, GCN, MLP, NCN) |
 | :class:`LinkPredictionRetriever` | §3.4 inference: a new query node, scored links |
 """
 
+from .batches import sample_batches
 from .chunker import LLMAtomicChunker, parse_bracketed_items
+from .config import LPRAGConfig
 from .index import ChunkQueryLinkIndex
-from .models import (
-    PREDICTORS,
-    LinkGraph,
-    LinkPredictor,
-    LinkScorer,
-    TrainConfig,
-    TrainReport,
-    train_link_predictor,
-)
+from .link_graph import LinkGraph
+from .predictor import PREDICTORS, LinkPredictor, LinkScorer
 from .prompts import ATOMIC_CHUNK_PROMPT, LP_ANSWER_PROMPT, SYNTHETIC_QUERY_PROMPT
-from .queries import SyntheticQueryGenerator, pseudo_queries, sample_batches
+from .pseudo_queries import pseudo_queries
 from .retriever import LinkPredictionRetriever
+from .synthetic_queries import SyntheticQueryGenerator
+from .training import TrainReport, train_link_predictor
 
 __all__ = [
     "ATOMIC_CHUNK_PROMPT",
@@ -33,12 +31,12 @@ __all__ = [
     "SYNTHETIC_QUERY_PROMPT",
     "ChunkQueryLinkIndex",
     "LLMAtomicChunker",
+    "LPRAGConfig",
     "LinkGraph",
     "LinkPredictionRetriever",
     "LinkPredictor",
     "LinkScorer",
     "SyntheticQueryGenerator",
-    "TrainConfig",
     "TrainReport",
     "parse_bracketed_items",
     "pseudo_queries",

@@ -3,7 +3,7 @@
 Chunks are joined by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
 with ``bridges`` on, title-mention or shared-entity edges join them
 (:mod:`.bridges`, our addition). Query nodes are linked to every chunk of
-their batch (§3.2, :mod:`.query_nodes`). From these the index assembles:
+their batch (§3.2, :mod:`.query_writer`). From these the index assembles:
 
 * :func:`link_graph`: the training graph of the link predictor (§3.3; §3.4
   trains on it, :mod:`.training`), each query node attached for messages to
@@ -16,8 +16,8 @@ their batch (§3.2, :mod:`.query_nodes`). From these the index assembles:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, get_args
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..core.embeddings import knn_graph, mutual_knn_edges
 from ..core.graph import TypedGraph
 from ..core.text import DEFAULT_ENTITY_LABELS, analyze_batch
 from .bridges import bridge_edges, entity_links, title_mentions, union_edges
+from .config import BridgeLinks, LPRAGConfig
 from .link_graph import LinkGraph
 from .query_table import QueryTable
 
@@ -39,7 +40,7 @@ Mention = tuple[int, int, str]
 
 #: What the bridges link by: titles (:func:`.title_mentions`), shared rare entities
 #: (:func:`.entity_links`) or both.
-BRIDGE_LINKS = ("titles", "entities", "both")
+BRIDGE_LINKS: tuple[str, ...] = get_args(BridgeLinks)
 
 
 def no_edges() -> Edges:
@@ -121,50 +122,51 @@ def add_bridges(edges: Edges, matrix: np.ndarray, mentions: Sequence[Mention]) -
 
 def chunk_edges(
     matrix: np.ndarray,
-    settings: Mapping[str, Any],
+    config: LPRAGConfig,
     titles_and_texts: Callable[[], tuple[list[str | None], list[str]]],
     keys: ChunkEntityKeys,
     chunk_ids: Sequence[str],
 ) -> tuple[Edges, list[Mention], dict[str, Any]]:
-    """The chunk graph of the index's ``settings``: mutual kNN with cosine weights
-    (Eq. 4-5), joined by bridge edges when ``bridges`` is on (:mod:`.bridges`).
+    """The chunk graph ``config`` describes: mutual kNN with cosine weights (Eq. 4-5),
+    joined by bridge edges when ``bridges`` is on (:mod:`.bridges`).
 
     Returns:
         ``(edges, mentions, stats)``; ``stats`` (bridges on only) holds
         ``bridge_pairs``, ``bridge_edges`` and, when ``knn_edges=False`` found no
         link to pass messages along, ``graph_fallback`` (see :func:`_no_links`).
     """
-    edges = similarity_edges(matrix, int(settings["k"])) if settings["knn_edges"] else no_edges()
-    if not settings["bridges"] or not len(matrix):
+    graph, queries = config.graph, config.queries
+    edges = similarity_edges(matrix, graph.k) if graph.knn_edges else no_edges()
+    if not queries.bridges or not len(matrix):
         return edges, [], {}
     titles, texts = titles_and_texts()
-    links = settings["bridge_links"]
+    links = queries.bridge_links
     entity = None if links == "titles" else keys.of(chunk_ids, texts)
-    mentions = mention_pairs(titles, texts, links, entity, int(settings["bridge_entity_chunks"]))
+    mentions = mention_pairs(titles, texts, links, entity, queries.bridge_entity_chunks)
     edges, added = add_bridges(edges, matrix, mentions)
     stats: dict[str, Any] = {"bridge_pairs": len(mentions), "bridge_edges": added}
-    if not settings["knn_edges"] and not added and len(matrix) > 1:
-        edges, stats["graph_fallback"] = _no_links(matrix, settings, sum(1 for t in titles if t))
+    if not graph.knn_edges and not added and len(matrix) > 1:
+        edges, stats["graph_fallback"] = _no_links(matrix, config, sum(1 for t in titles if t))
     return edges, mentions, stats
 
 
-def _no_links(matrix: np.ndarray, settings: Mapping[str, Any], titled: int) -> tuple[Edges, str]:
+def _no_links(matrix: np.ndarray, config: LPRAGConfig, titled: int) -> tuple[Edges, str]:
     """No bridge link at all with ``knn_edges=False``: messages would have no edge to
     pass along. ``on_no_title_links`` says what then: no edges, kNN edges, or raise."""
-    links = settings["bridge_links"]
+    links = config.queries.bridge_links
     shared = "" if links == "titles" else " or shares a rare entity with it"
     why = (
         f"LP-RAG: knn_edges=False, but no chunk names another chunk's title{shared} "
         f"({titled} of {len(matrix)} chunks have a title; bridge_links={links!r})"
     )
-    policy = settings["on_no_title_links"]
+    policy = config.graph.on_no_title_links
     if policy == "raise":
         raise ValueError(f"{why}; pass knn_edges=True or on_no_title_links='none' / 'knn'")
     if policy == "none":
         logger.warning("%s; the chunk graph has no edge (no message passing)", why)
         return no_edges(), "no edges: no title links"
     logger.warning("%s; messages pass along the paper's mutual-kNN edges instead", why)
-    return similarity_edges(matrix, int(settings["k"])), "mutual-kNN edges: no title links"
+    return similarity_edges(matrix, config.graph.k), "mutual-kNN edges: no title links"
 
 
 def link_graph(

@@ -84,8 +84,7 @@ def new_rule_sentencizer():
     """A fresh fast rule-based spaCy sentence splitter (no model needed).
 
     A pipeline's lookup tables grow with every new word it tokenises and never
-    shrink (spaCy's memory zones free the entries, not the tables): the shared
-    :func:`rule_sentencizer` kept 3 MB after splitting 4,000 passages. A build
+    shrink (spaCy's memory zones free the entries, not the tables), so a build
     that splits a whole corpus makes its own and drops it afterwards.
     """
     import spacy

@@ -6,7 +6,7 @@ Building the index runs the paper's pipeline on chunk nodes, one step per module
 |---|---|---|
 | embed the chunks (the configured embedder) | §3.3 node features | here |
 | join them by mutual kNN with cosine weights (``k = 5``) | §3.3, Eqs. 4-5 | :mod:`.chunk_graph` |
-| sample one batch per chunk and write ``n_B = 2`` queries per batch, with the LLM or, LLM-free, as pseudo-queries; each query linked to every chunk of its batch | §3.2, Eq. 3; App. A.2 | :mod:`.query_nodes` |
+| sample one batch per chunk and write ``n_B = 2`` queries per batch, with the LLM or, LLM-free, as pseudo-queries; each query linked to every chunk of its batch | §3.2, Eq. 3; App. A.2 | :mod:`.query_writer` |
 | train the link predictor on those links | §3.4 | :mod:`.chunk_graph` (training graph), :mod:`.training` |
 | score a new query node's links | §3.4 inference | :mod:`.retriever` |
 
@@ -34,50 +34,21 @@ from llama_index.core.schema import BaseNode, MetadataMode
 
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
-from ..core.llm import LLMSettings, UsageMeter
+from ..core.llm import UsageMeter
 from ..core.vectors import InMemoryVectorTable
-from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows, windows_missing
-from .chunk_graph import (
-    BRIDGE_LINKS,
-    ChunkEntityKeys,
-    Mention,
-    chunk_edges,
-    link_graph,
-    no_edges,
-    typed_graph,
-)
-from .models import (
-    PREDICTORS,
-    ChunkStructure,
-    LinkGraph,
-    LinkPredictor,
-    LinkScorer,
-    MeanScorer,
-    TrainConfig,
-    TrainReport,
-    train_link_predictor,
-)
-from .persistence import MODEL_FILE, STATE_FILE, LinkIndexState, read_state, write_state
+from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows
+from .chunk_graph import ChunkEntityKeys, Mention, chunk_edges, link_graph, no_edges, typed_graph
+from .config import LPRAGConfig
+from .link_graph import ChunkStructure, LinkGraph
+from .persistence import LinkIndexState, read_state, write_state
+from .predictor import LinkPredictor, LinkScorer, MeanScorer
 from .prompts import LP_ANSWER_PROMPT
-from .query_nodes import QUERY_SOURCES, QUERY_STEP, QueryNodeWriter
 from .query_table import QueryTable
-
-__all__ = [
-    "MODEL_FILE",
-    "NO_TITLE_LINKS",
-    "QUERY_SOURCES",
-    "QUERY_STEP",
-    "STATE_FILE",
-    "UPDATE_POLICIES",
-    "ChunkQueryLinkIndex",
-]
+from .query_writer import QueryNodeWriter
+from .retriever import LinkPredictionRetriever
+from .training import TrainReport, train_link_predictor
 
 logger = logging.getLogger(__name__)
-
-UPDATE_POLICIES = ("finetune", "retrain", "none")
-#: What ``knn_edges=False`` does when no chunk names another's title: the paper's
-#: mutual-kNN graph, no chunk edges at all, or an error.
-NO_TITLE_LINKS = ("knn", "none", "raise")
 
 
 @dataclass(frozen=True)
@@ -99,166 +70,27 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     ``transformations=[LLMAtomicChunker(llm=...)]`` for the paper's chunks, or
     ``[PassageParser()]`` for one chunk per document), or with chunk nodes; the
     usual ``embed_model``, ``llm`` and ``callback_manager`` arguments fall back to
-    ``Settings``. Its own settings are keyword arguments:
+    ``Settings``.
 
-    * ``predictor``: ``ncn`` (paper default), ``sage``, ``gcn`` or ``mlp``;
-    * ``k``: neighbours of the mutual-kNN chunk graph (5);
-    * ``query_neighbors``: chunks a query node is attached to for messages (``M`` = 10);
-    * ``queries_per_batch``: queries per batch (``n_B`` = 2);
-    * ``query_source``: ``llm``, ``pseudo`` or ``auto``: the index's LLM as the
-      suite's rule picks it (``llm=``, ``Settings.llm``, the environment, the
-      embedded SmolLM2, which writes short questions), pseudo-queries only when
-      none resolves; ``llm`` makes no LLM an error;
-    * ``max_llm_batches``: bound on LLM-written batches (the rest get pseudo-queries);
-    * ``pseudo_max_words``: longest sentence window in a pseudo-query (20);
-    * ``bridges``: title-mention edges and cross-passage (bridge) pseudo-queries
-      (:mod:`.bridges`, our addition); ``knn_edges=False`` then drops the
-      mutual-kNN edges, so messages pass only along title links;
-      ``bridge_mask`` drops the mentioned title from a bridge query;
-      ``bridges_per_chunk`` bounds the bridge queries of one chunk (1);
-      ``bridge_links``: what a bridge links by, ``titles`` (the default), ``entities``
-      (two chunks naming the same named entity, one that at most
-      ``bridge_entity_chunks`` = 5 chunks name: spaCy's NER) or ``both``. Off the
-      presets: on the dev sets entity links raised recall@10 but not recall@5, and
-      lowered recall@2 (docs/methods/lprag.md);
-      ``on_no_title_links``: with ``knn_edges=False`` and no chunk naming another's
-      title (no titles, or titles nobody mentions), ``none`` (the default) trains
-      and scores with no chunk-chunk edge, ``knn`` falls back to the paper's
-      mutual-kNN graph (both with a WARNING and ``build_stats["graph_fallback"]``),
-      ``raise`` raises. ``none`` because on the dev sets with their titles
-      removed the kNN fallback cost recall@5 0.11-0.13 against dense, and no
-      edges kept dense's level (docs/methods/lprag.md);
-    * ``hidden``, ``layers``, ``lr``, ``weight_decay``, ``epochs``, ``negatives``,
-      ``hard_negative_fraction``, ``val_fraction``, ``patience``, ``seed``,
-      ``threads``, ``pair_batch``, ``links_per_epoch``: training (see
-      :class:`.TrainConfig`);
-    * ``ensemble``: predictors trained, from seeds ``seed``, ``seed + 1``, ...;
-      retrieval averages their logits (1, the paper's single predictor; our
-      addition: one predictor trained on weak supervision varies with its seed);
-    * ``update_policy``: ``finetune``, ``retrain`` or ``none`` (module docs);
-    * ``finetune_epochs``: epochs of a fine-tune after an insert (20);
-    * ``llm_cache_path``: optional sqlite cache of LLM answers;
-    * ``max_concurrency``, ``max_attempts``, ``timeout``, ``on_llm_failure``: the
-      LLM call settings (see :class:`~..core.llm.LLMSettings`); a batch whose
-      questions cannot be had gets pseudo-queries, counted in ``llm_steps``.
+    Args:
+        nodes: Chunk nodes.
+        config: A :class:`~.config.LPRAGConfig` or preset name: ``default`` (LLM-free,
+            bridges along title links, the measured setting), ``pseudo`` (the paper's
+            settings with pseudo-queries), ``short-training``, ``paper`` (LLM-written
+            queries; ``paper-musique``, ``paper-hotpotqa``, ``paper-2wiki``: Table 7).
+        **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
+            ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`),
+            and config fields by name. The LLM writes the queries as the suite's rule
+            picks it; a batch whose questions cannot be had gets pseudo-queries,
+            counted in ``llm_steps``.
     """
 
     index_kind = "lprag-chunk-query-link"
-    format_version = 1
-    # Indexes persisted without the setting fell back to the kNN graph (then the default).
-    config_before = {"on_no_title_links": "knn"}
+    format_version = 2
+    config_class = LPRAGConfig
 
-    def _configure(
-        self,
-        predictor: str = "ncn",
-        k: int = 5,
-        query_neighbors: int = 10,
-        queries_per_batch: int = 2,
-        query_source: str = "auto",
-        max_llm_batches: int | None = None,
-        pseudo_max_words: int = 20,
-        bridges: bool = False,
-        knn_edges: bool = True,
-        bridge_mask: bool = False,
-        bridges_per_chunk: int = 1,
-        bridge_links: str = "titles",
-        bridge_entity_chunks: int = 5,
-        on_no_title_links: str = "none",
-        hidden: int = 256,
-        layers: int = 1,
-        lr: float = 0.0043,
-        weight_decay: float = 1e-8,
-        epochs: int = 100,
-        negatives: int = 3,
-        hard_negative_fraction: float = 0.0,
-        val_fraction: float = 0.1,
-        patience: int = 4,
-        seed: int = 0,
-        threads: int = 2,
-        pair_batch: int = 32768,
-        links_per_epoch: int = 65536,
-        update_policy: str = "finetune",
-        finetune_epochs: int = 20,
-        ensemble: int = 1,
-        llm_cache_path: str | None = None,
-        max_concurrency: int = 4,
-        max_attempts: int = 3,
-        timeout: float | None = 60.0,
-        on_llm_failure: str = "fallback",
-    ) -> None:
-        if predictor not in PREDICTORS:
-            raise ValueError(f"unknown predictor {predictor!r}; choose one of {PREDICTORS}")
-        if query_source not in QUERY_SOURCES:
-            raise ValueError(f"query_source must be one of {QUERY_SOURCES}")
-        if update_policy not in UPDATE_POLICIES:
-            raise ValueError(f"update_policy must be one of {UPDATE_POLICIES}")
-        for name, value in (
-            ("k", k),
-            ("query_neighbors", query_neighbors),
-            ("queries_per_batch", queries_per_batch),
-            ("pseudo_max_words", pseudo_max_words),
-            ("finetune_epochs", finetune_epochs),
-            ("ensemble", ensemble),
-            ("bridges_per_chunk", bridges_per_chunk),
-            ("max_concurrency", max_concurrency),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        if not knn_edges and not bridges:
-            raise ValueError("knn_edges=False needs bridges=True (the graph would have no edges)")
-        if bridge_links not in BRIDGE_LINKS:
-            raise ValueError(f"bridge_links must be one of {BRIDGE_LINKS}, got {bridge_links!r}")
-        if bridge_entity_chunks < 2:
-            raise ValueError("bridge_entity_chunks must be >= 2 (a link needs two chunks)")
-        if on_no_title_links not in NO_TITLE_LINKS:
-            raise ValueError(f"on_no_title_links must be one of {NO_TITLE_LINKS}")
-        if max_llm_batches is not None and max_llm_batches < 0:
-            raise ValueError("max_llm_batches must be >= 0 or None")
-        self._settings = {
-            "predictor": predictor,
-            "k": k,
-            "query_neighbors": query_neighbors,
-            "queries_per_batch": queries_per_batch,
-            "query_source": query_source,
-            "max_llm_batches": max_llm_batches,
-            "pseudo_max_words": pseudo_max_words,
-            "bridges": bool(bridges),
-            "knn_edges": bool(knn_edges),
-            "bridge_mask": bool(bridge_mask),
-            "bridges_per_chunk": int(bridges_per_chunk),
-            "bridge_links": bridge_links,
-            "bridge_entity_chunks": int(bridge_entity_chunks),
-            "on_no_title_links": on_no_title_links,
-            "update_policy": update_policy,
-            "finetune_epochs": finetune_epochs,
-            "ensemble": int(ensemble),
-            "llm_cache_path": llm_cache_path,
-            "max_concurrency": max_concurrency,
-        }
-        self.llm_call_settings = LLMSettings(
-            max_concurrency=max_concurrency,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            cache_path=llm_cache_path,
-            on_llm_failure=on_llm_failure,
-        )
+    def _configure(self) -> None:
         self._usage = UsageMeter()
-        self.train_config = TrainConfig(
-            predictor=predictor,
-            hidden=hidden,
-            layers=layers,
-            lr=lr,
-            weight_decay=weight_decay,
-            epochs=epochs,
-            negatives=negatives,
-            hard_negative_fraction=hard_negative_fraction,
-            val_fraction=val_fraction,
-            patience=patience,
-            seed=seed,
-            threads=threads,
-            pair_batch=pair_batch,
-            links_per_epoch=links_per_epoch,
-        )
         self._chunks = InMemoryVectorTable()
         self._windows = InMemoryVectorTable()  # long chunks' windows (core/windows.py)
         self._edges = no_edges()
@@ -268,19 +100,30 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         #: One training report per ensemble member.
         self.train_reports: list[TrainReport] = []
         self.build_stats: dict[str, Any] = {}
-        self._rng = np.random.default_rng(seed)
+        self._rng = np.random.default_rng(self.config.training.seed)
         self._graph = TypedGraph()
         self._mentions: list[Mention] = []
         self._entity_keys = ChunkEntityKeys()
 
-    def config(self) -> dict[str, Any]:
-        """Settings stored in the manifest (and passed back on load)."""
-        train = self.train_config.to_dict()
-        train.pop("hard_pool")
-        train.pop("eval_every")
-        calls = self.llm_call_settings
-        llm = {"max_attempts": calls.max_attempts, "timeout": calls.timeout}
-        return {**self._settings, **llm, "on_llm_failure": calls.on_llm_failure, **train}
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "chunks": len(self),
+            "chunk_edges": int(len(self._edges[0])),
+            "queries": len(self._queries),
+            **self.build_stats,
+        }
+        reports = self.train_reports
+        if reports:  # all members' training time; the epochs and validation are the first's
+            first = reports[0]
+            out.update(
+                ensemble=len(reports),
+                train_seconds=round(sum(r.train_seconds for r in reports), 3),
+                epochs_run=first.epochs_run,
+                best_epoch=first.best_epoch,
+                val_auc=None if first.val_auc is None else round(first.val_auc, 4),
+                val_hits_at_10=None if first.val_hits is None else round(first.val_hits, 4),
+            )
+        return out
 
     @property
     def usage(self) -> UsageMeter:
@@ -291,16 +134,6 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     def train_report(self) -> TrainReport | None:
         """The first (with ``ensemble=1`` the only) predictor's training report."""
         return self.train_reports[0] if self.train_reports else None
-
-    @property
-    def predictor(self) -> str:
-        """The link predictor in use."""
-        return self.train_config.predictor
-
-    @property
-    def query_neighbors(self) -> int:
-        """``M``: chunks a query node is attached to."""
-        return int(self._settings["query_neighbors"])
 
     @property
     def num_queries(self) -> int:
@@ -330,11 +163,11 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         # §3.2 / A.2: batches and queries for the new chunks only.
         targets = [self._chunks.row_of(n.node_id) for n in nodes]
         self._write_queries(targets, {n.node_id: n.get_content() for n in nodes})
-        policy = self._settings["update_policy"]
-        if first_build or policy == "retrain":
+        training = self.config.training
+        if first_build or training.update_policy == "retrain":
             self._train(fine_tune=False)
-        elif policy == "finetune":
-            self._train(fine_tune=True, epochs=int(self._settings["finetune_epochs"]))
+        elif training.update_policy == "finetune":
+            self._train(fine_tune=True, epochs=training.finetune_epochs)
         else:
             logger.info("update_policy='none': %d chunk(s) added, model kept", len(nodes))
         self._refresh()
@@ -344,8 +177,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         old_ids = self._chunks.ids
         self._chunks.delete(list(node_ids))
         self._windows.delete([w for w in self._windows.ids if chunk_of(w) in gone])
-        if "chunk_windows" in self.build_stats:
-            self.build_stats["chunk_windows"] = len(self._windows)
+        self.build_stats["chunk_windows"] = len(self._windows)
         # The table keeps the other rows in order: a kept row moves down by the
         # number of deleted rows before it.
         kept = np.fromiter((cid not in gone for cid in old_ids), bool, len(old_ids))
@@ -375,7 +207,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         too (:func:`.chunk_graph.chunk_edges`)."""
         self._edges, self._mentions, stats = chunk_edges(
             self._chunks.matrix,
-            self._settings,
+            self.config,
             lambda: self._titles_and_texts(new_nodes),
             self._entity_keys,
             self._chunks.ids,
@@ -400,23 +232,23 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             self.build_stats[key] = self.build_stats.get(key, 0) + value
 
     def _link_graph(self) -> LinkGraph:
-        return link_graph(self._chunks.matrix, self._edges, self._queries, self.query_neighbors)
+        return link_graph(self._chunks.matrix, self._edges, self._queries, self.config.graph.M)
 
     def _train(self, fine_tune: bool, epochs: int | None = None) -> None:
         """Train every ensemble member (member ``i`` from seed ``seed + i``), or go on
         training the current ones (``fine_tune``)."""
-        graph, base = self._link_graph(), self.train_config.to_dict()
+        graph, training = self._link_graph(), self.config.training
         trained = [
             train_link_predictor(
                 graph,
-                TrainConfig(
-                    **{**base, "seed": base["seed"] + i, "epochs": epochs or base["epochs"]}
+                training.model_copy(
+                    update={"seed": training.seed + i, "epochs": epochs or training.epochs}
                 ),
                 # A member the index lacks (none saved for it) starts afresh.
                 model=self._models[i] if fine_tune and i < len(self._models) else None,
                 show_progress=self._show_progress,
             )
-            for i in range(int(self._settings["ensemble"]))
+            for i in range(training.ensemble)
         ]
         self._models = [model for model, _ in trained]
         self.train_reports = [report for _, report in trained]
@@ -452,27 +284,17 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     # ------------------------------------------------------------------ persistence
 
     def _persist_state(self, folder: Path) -> None:
-        state = LinkIndexState(
-            self._chunks,
-            self._edges,
-            self._queries,
-            self._models,
-            self.train_reports,
-            self.build_stats,
-            self._windows,
-        )
-        write_state(folder, state)
+        parts = (self._chunks, self._edges, self._queries, self._models, self.train_reports)
+        write_state(folder, LinkIndexState(*parts, self.build_stats, self._windows))
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
         state = read_state(folder)
         self._chunks, self._edges, self._queries = state.chunks, state.edges, state.queries
         self.build_stats = state.build_stats
-        self._windows = state.windows if state.windows is not None else InMemoryVectorTable()
-        if state.windows is None and len(self._chunks):
-            windows_missing("LP-RAG", folder, len(self._chunks), self.build_stats)
+        self._windows = state.windows
         if state.models:
             self._models, self.train_reports = state.models, state.train_reports
-            wanted = int(self._settings["ensemble"])
+            wanted = self.config.training.ensemble
             if len(self._models) != wanted:  # loaded with another ``ensemble=``
                 logger.warning(
                     "LP-RAG index %s holds %d trained predictor(s) but ensemble=%d: "
@@ -484,11 +306,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
 
     # ------------------------------------------------------------------ engines
 
-    def as_retriever(self, **kwargs: Any):
-        """A :class:`~.retriever.LinkPredictionRetriever` over this index."""
-        from .retriever import LinkPredictionRetriever
-
-        kwargs.setdefault("callback_manager", self._callback_manager)
+    def as_retriever(self, **kwargs: Any) -> LinkPredictionRetriever:
+        """A :class:`~.retriever.LinkPredictionRetriever` with the index's config (``kwargs``
+        override it)."""
         return LinkPredictionRetriever(self, **kwargs)
 
     def as_query_engine(self, llm=None, **kwargs: Any):

@@ -4,12 +4,10 @@ Next to the suite's manifest and docstore (written by
 :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`), the index keeps
 what its build made: the chunk vectors and mutual-kNN graph (§3.3), the query
 nodes with their links and vectors (§3.2), the trained link predictor's
-weights and training report (§3.4), and the build counts. A loaded index
+weights and training reports (§3.4), and the build counts. A loaded index
 retrieves without training again: the predictor is inductive (App. B.3).
-
-An ensemble (``ensemble`` > 1) writes member ``i``'s weights to
-``link_predictor.{i}.pt`` next to the first member's :data:`MODEL_FILE`; an index
-written before ensembles existed has one member.
+Member ``i > 0`` of an ensemble keeps its weights in ``link_predictor.{i}.pt``
+next to the first member's :data:`MODEL_FILE`.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from ..core.vectors import InMemoryVectorTable
 from .chunk_graph import Edges
 from .predictor import LinkPredictor
 from .query_table import QueryTable
-from .train_config import TrainReport
+from .training import TrainReport
 
 MODEL_FILE = "link_predictor.pt"
 STATE_FILE = "lprag_state.json"
@@ -44,15 +42,14 @@ class LinkIndexState:
     models: list[LinkPredictor] = field(default_factory=list)
     train_reports: list[TrainReport] = field(default_factory=list)
     build_stats: dict[str, Any] = field(default_factory=dict)
-    #: Long chunks' windows (``None``: an index persisted before they were kept).
-    windows: InMemoryVectorTable | None = None
+    #: Long chunks' windows.
+    windows: InMemoryVectorTable = field(default_factory=InMemoryVectorTable)
 
 
 def write_state(folder: Path, state: LinkIndexState) -> None:
     """Write ``state`` into ``folder`` (the index's temporary folder; see ``persist``)."""
     state.chunks.persist(folder, "chunks")
-    if state.windows is not None:
-        state.windows.persist(folder, WINDOWS)
+    state.windows.persist(folder, WINDOWS)
     rows, cols, weights = state.edges
     write_arrays(folder / "chunk_graph.npz", rows=rows, cols=cols, weights=weights)
     write_arrays(folder / "queries.npz", matrix=state.queries.vectors)
@@ -64,14 +61,12 @@ def write_state(folder: Path, state: LinkIndexState) -> None:
             torch.save(member.state_dict(), folder / _model_file(i))
         saved["model"] = {
             "kind": model.kind,
-            "in_dim": int(model.lin[0].in_features),
+            "in_dim": model.in_dim,
             "hidden": model.hidden,
             "layers": model.num_layers,
             "members": len(state.models),
         }
-        reports = [r.to_dict() for r in state.train_reports]
-        saved["train_report"] = reports[0] if reports else None
-        saved["train_reports"] = reports
+        saved["train_reports"] = [r.to_dict() for r in state.train_reports]
     write_json(folder / STATE_FILE, saved)
 
 
@@ -87,22 +82,23 @@ def read_state(folder: Path) -> LinkIndexState:
         read_arrays(folder / "queries.npz")["matrix"].astype(np.float32),
     )
     saved = read_json(folder / STATE_FILE)
-    state = LinkIndexState(chunks, edges, queries, build_stats=dict(saved.get("build_stats", {})))
-    if (folder / f"{WINDOWS}.ids.json").is_file():
-        state.windows = InMemoryVectorTable.load(folder, WINDOWS)
-    meta = saved.get("model")
+    state = LinkIndexState(
+        chunks,
+        edges,
+        queries,
+        build_stats=saved["build_stats"],
+        windows=InMemoryVectorTable.load(folder, WINDOWS),
+    )
+    meta = saved["model"]
     if meta is not None:
-        for i in range(int(meta.get("members", 1))):
+        for i in range(meta["members"]):
             model = LinkPredictor(meta["kind"], meta["in_dim"], meta["hidden"], meta["layers"])
             model.load_state_dict(torch.load(folder / _model_file(i), weights_only=True))
             state.models.append(model)
-        reports = saved.get("train_reports")
-        if reports is None:  # written before ensembles: one report at most
-            reports = [saved["train_report"]] if saved.get("train_report") else []
-        state.train_reports = [TrainReport.from_dict(r) for r in reports]
+        state.train_reports = [TrainReport.from_dict(r) for r in saved["train_reports"]]
     return state
 
 
 def _model_file(member: int) -> str:
-    """The weights file of ensemble member ``member`` (the first keeps the old name)."""
+    """The weights file of ensemble member ``member``."""
     return MODEL_FILE if member == 0 else MODEL_FILE.replace(".pt", f".{member}.pt")

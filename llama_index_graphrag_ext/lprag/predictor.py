@@ -34,19 +34,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from types import SimpleNamespace
-from typing import Any, Literal
+from typing import Any, get_args
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .config import Predictor
 from .link_graph import ChunkStructure, sparse_adjacency
 
-Predictor = Literal["sage", "gcn", "mlp", "ncn"]
 #: The link predictors this module implements.
-PREDICTORS: tuple[str, ...] = ("sage", "gcn", "mlp", "ncn")
+PREDICTORS: tuple[str, ...] = get_args(Predictor)
 
 #: Each encoder's layer parameters, by their names inside one layer: the root (for
 #: GCN: the only) weight matrix, the bias, and GraphSAGE's neighbour matrix.
@@ -58,8 +57,6 @@ _LAYER_PARAMS: dict[str, tuple[str, ...]] = {
     "sage": ("lin_root.weight", "lin_rel.bias", "lin_rel.weight"),
     "mlp": ("weight", "bias"),
 }
-#: The same parameters under the hand-written layers' names (before torch-geometric).
-_LEGACY_PARAMS = ("lin.{i}.weight", "lin.{i}.bias", "lin_neigh.{i}.weight")
 
 
 class LinkPredictor(nn.Module):
@@ -105,7 +102,6 @@ class LinkPredictor(nn.Module):
         nn.init.zeros_(self.decoder[2].weight)
         nn.init.zeros_(self.decoder[2].bias)
         self.cos_scale = nn.Parameter(torch.tensor(cos_scale))
-        self._register_load_state_dict_pre_hook(_rename_legacy_keys, with_module=True)
 
     def _make_layer(self, a: int, b: int) -> nn.Module:
         from torch_geometric.nn import GCNConv, GraphConv
@@ -123,9 +119,8 @@ class LinkPredictor(nn.Module):
 
         Every weight matrix is drawn as ``nn.Linear`` draws it (Kaiming-uniform,
         ``a = sqrt(5)``, bias uniform in ``±1/sqrt(fan_in)``): first each layer's
-        root (GCN: its only) matrix and bias, then the GraphSAGE neighbour matrices.
-        A seed therefore gives the same initial predictor as before the layers moved
-        onto torch-geometric, and indexes rebuilt under the same seed rank alike.
+        root (GCN: its only) matrix and bias, then the GraphSAGE neighbour matrices,
+        so a seed gives one initial predictor whatever the layer classes draw.
         """
         names = _LAYER_PARAMS[self.kind]
         for conv in self.convs:
@@ -145,19 +140,6 @@ class LinkPredictor(nn.Module):
     def uses_gcn(self) -> bool:
         """Whether the encoder is the GCN (``gcn`` and ``ncn``)."""
         return self.kind in ("gcn", "ncn")
-
-    @property
-    def lin(self) -> tuple[SimpleNamespace, ...]:
-        """Each layer's ``in_features`` / ``out_features`` (prefer :attr:`in_dim`).
-
-        Kept for readers of the former ``nn.Linear`` list: the index's persisted
-        model metadata reads ``lin[0].in_features``.
-        """
-        dims = [self.in_dim] + [self.hidden] * self.num_layers
-        return tuple(
-            SimpleNamespace(in_features=a, out_features=b)
-            for a, b in zip(dims[:-1], dims[1:], strict=True)
-        )
 
     def _activate(self, i: int, out: torch.Tensor) -> torch.Tensor:
         return F.relu(out) if i < self.num_layers - 1 else out
@@ -243,19 +225,6 @@ class LinkPredictor(nn.Module):
         if self.kind == "ncn":
             feats = torch.cat([feats, common], dim=1)
         return self.decoder(feats).squeeze(-1) + self.cos_scale * cos_uv
-
-
-def _rename_legacy_keys(module: LinkPredictor, state_dict, prefix, *args) -> None:
-    """Load weights saved by the hand-written layers (``lin.i``, ``lin_neigh.i``).
-
-    Indexes persisted before the move to torch-geometric keep loading: their root
-    matrix, bias and neighbour matrix are the same numbers under new names.
-    """
-    for i in range(module.num_layers):
-        for old, new in zip(_LEGACY_PARAMS, _LAYER_PARAMS[module.kind], strict=False):
-            key = prefix + old.format(i=i)
-            if key in state_dict:
-                state_dict[f"{prefix}convs.{i}.{new}"] = state_dict.pop(key)
 
 
 def common_neighbor_sum(

@@ -2,12 +2,9 @@
 
 Every query node has an id, a text, an origin (``llm``, ``pseudo`` or
 ``bridge``), its vector, and the chunks it is linked to (its batch, §3.2).
-Kept as one Python object per query (a dataclass, an id string, a text string
-and a list of chunk ids), 7,808 queries at 4,000 chunks were 36,000 small
-objects, 2.6 MB, made while the build's temporary nodes were alive; they
-stayed scattered over the allocator's arenas after the build and kept them
-resident (``docs/scaling.md``, "Memory"). Here they are seven arrays, whatever
-the number of queries, and no per-query object outlives the build:
+One Python object per query left small objects scattered over the allocator's
+arenas after a build, keeping them resident (``docs/scaling.md``, "Memory");
+here they are seven arrays, whatever the number of queries:
 
 * ``digests``: the id (``"q:"`` + 16 hex digits of a SHA-1) as a ``uint64``;
 * ``texts``: the texts, packed in a :class:`~..core.arrays.StringTable`;
@@ -17,8 +14,7 @@ the number of queries, and no per-query object outlives the build:
 * ``vectors``: the ``(m, d)`` unit query vectors.
 
 Persisted indexes keep the record form (``queries.json``: one object per
-query with ``id``, ``text``, ``chunks``, ``origin``), so the files are the same
-as before.
+query with ``id``, ``text``, ``chunks``, ``origin``).
 """
 
 from __future__ import annotations

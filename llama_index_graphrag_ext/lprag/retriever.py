@@ -3,31 +3,28 @@
 The user query becomes a new node attached to its ``M`` nearest chunks (message
 edges only, weight 1, never treated as observed links), the trained predictor
 scores its link to every chunk, and the chunks are ranked by link probability
-``σ(φ(q, C))``. Keep the top ``similarity_top_k``, the chunks above
-``threshold`` (the paper uses τ = 0.5), or both (top-k among those above τ).
-The query node is discarded afterwards; nothing is stored.
+``σ(φ(q, C))``. Keep the top ``similarity_top_k``, the chunks above ``tau``
+(the paper uses τ = 0.5), or both (top-k among those above τ). The query node
+is discarded afterwards; nothing is stored.
 
 Scoring every chunk runs the predictor's MLP decoder on every (query, chunk)
-pair: ``n x hidden^2`` multiply-adds per query (8 GFLOP at 64k chunks, far
-past a 100 ms budget on two cores). Past ``max_candidates`` chunks the
-retriever therefore scores a candidate set: the ``max_candidates`` chunks
+pair, ``n x hidden^2`` multiply-adds per query. With ``max_candidates`` set, an
+index larger than it scores a candidate set: the ``max_candidates`` chunks
 nearest the query by the encoder's cosine (which contains the ``M`` chunks the
 query is attached to). Below that size, every chunk is scored, as in the paper.
 
 A chunk longer than the embedder's window gets one pooled vector, the average
-of all it says (:mod:`..core.windows`). With ``long_chunks="best-window"`` (the
-default) the query-chunk cosine of such a chunk is its best window's instead,
-as CUE-RAG scores it: both where the decoder reads it (``φ`` adds a learned
-scale times the cosine) and in the cosine term of the fused ranking. The
-chunk's graph state and the query's attachments keep the pooled vectors the
-model was trained on, and so does the choice of candidates past
-``max_candidates``.
+of all it says (:mod:`..core.windows`). With ``long_chunks="best-window"`` the
+query-chunk cosine of such a chunk is its best window's instead, as CUE-RAG
+scores it: both where the decoder reads it (``φ`` adds a learned scale times the
+cosine) and in the cosine term of the fused ranking. The chunk's graph state
+and the query's attachments keep the pooled vectors the model was trained on,
+and so does the choice of candidates past ``max_candidates``.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -36,16 +33,10 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
-from ..core.windows import LONG_CHUNK_SCORES
-
-logger = logging.getLogger(__name__)
+from .config import STANDARDIZED, LPRAGConfig
 
 #: Scale of the cosine prior: the decoder's initial cosine scale (``LinkPredictor``).
 COSINE_PRIOR_SCALE = 10.0
-#: Default candidate cap: indexes up to this size are scored exhaustively.
-DEFAULT_MAX_CANDIDATES = 4096
-#: ``cosine_prior`` value for the parameter-free fusion of the predictor and the encoder.
-STANDARDIZED = "standardized"
 
 
 def standardize(scores: np.ndarray) -> np.ndarray:
@@ -58,66 +49,42 @@ def standardize(scores: np.ndarray) -> np.ndarray:
 class LinkPredictionRetriever(BaseRetriever):
     """Scores query-chunk links with the index's trained predictor.
 
+    The config's ``retrieval`` section and ``M`` say how (see
+    :class:`~.config.LPRAGRetrieval`): ``tau`` keeps only chunks whose link
+    probability ``σ(φ)`` reaches it; ``cosine_prior`` adds ``10 β cos(q, C)`` to
+    ``φ`` (10 is the decoder's initial cosine scale), or with ``"standardized"``
+    sums ``φ`` and the cosine each standardised over the scored chunks, so each
+    counts equally whatever scale training left ``φ`` at (``tau`` then tests the
+    predictor's own probability and a node's score, ``σ`` of the sum, only orders
+    the results); ``max_candidates`` and ``long_chunks``: see the module docs.
+
     Args:
         index: A built :class:`~.index.ChunkQueryLinkIndex`.
-        similarity_top_k: Most chunks returned (``None``: no cap, threshold only).
-        threshold: Keep only chunks with link probability at least this (``None``: off).
-        query_neighbors: Chunks the query node is attached to (defaults to the
-            index's setting, which the model was trained with).
-        cosine_prior: Extra weight ``β`` on the text encoder's cosine: the score
-            becomes ``φ(q, C) + 10 β cos(q, C)`` (10 is the decoder's initial cosine
-            scale; our addition, 0 = the paper's ``φ`` alone). It keeps a
-            predictor trained on weak supervision (LLM-free pseudo-queries) from
-            drifting away from the encoder's ranking; see the LP-RAG page.
-            ``"standardized"`` has no weight to choose: both ``φ`` and the cosine
-            are standardised over the chunks scored for the query (zero mean, unit
-            deviation) and summed, so each counts equally whatever scale training
-            left ``φ`` at. ``threshold`` then tests the predictor's own link
-            probability ``σ(φ)``, and a node's score is ``σ`` of the sum (it orders
-            the results; it is not a probability).
-        max_candidates: Score at most this many chunks per query, the nearest by
-            cosine (``None``: every chunk, the paper's exhaustive scoring). Only
-            indexes larger than this are affected; see the module docs.
-        long_chunks: The query-chunk cosine of a chunk longer than the embedder's
-            window, in the decoder and the cosine term: its best window's
-            (``"best-window"``) or its pooled vector's (``"pooled"``); see the
-            module docs.
-        callback_manager: LlamaIndex callbacks.
+        config: A :class:`~.config.LPRAGConfig` or preset name (default: the index's).
+        similarity_top_k: Most chunks returned (``None``: no cap, ``tau`` only).
+        callback_manager: LlamaIndex callbacks; falls back to the index's.
+        **overrides: Config fields by name (``tau=0.5``, ``cosine_prior=1``, ``M=5``).
     """
 
     def __init__(
         self,
         index: Any,
+        *,
+        config: LPRAGConfig | str | None = None,
         similarity_top_k: int | None = 10,
-        threshold: float | None = None,
-        query_neighbors: int | None = None,
-        cosine_prior: float | Literal["standardized"] = 0.0,
-        max_candidates: int | None = DEFAULT_MAX_CANDIDATES,
-        long_chunks: Literal["best-window", "pooled"] = "best-window",
         callback_manager: CallbackManager | None = None,
-        **kwargs: Any,
+        **overrides: Any,
     ) -> None:
-        if long_chunks not in LONG_CHUNK_SCORES:
-            raise ValueError(f"long_chunks must be one of {LONG_CHUNK_SCORES}, got {long_chunks!r}")
-        self.long_chunks = long_chunks
-        if similarity_top_k is None and threshold is None:
-            raise ValueError("set similarity_top_k, threshold or both")
+        base = index.config if config is None else LPRAGConfig.resolve(config)
+        self.config = base.updated(overrides)
+        self.params = self.config.retrieval
+        if similarity_top_k is None and self.params.tau is None:
+            raise ValueError("set similarity_top_k, tau or both")
         if similarity_top_k is not None and similarity_top_k <= 0:
             raise ValueError("similarity_top_k must be > 0")
-        if threshold is not None and not 0.0 <= threshold <= 1.0:
-            raise ValueError("threshold is a probability in [0, 1]")
         self._index = index
         self.similarity_top_k = similarity_top_k
-        self.threshold = threshold
-        self.query_neighbors = int(query_neighbors or index.query_neighbors)
-        self.cosine_prior = _check_prior(cosine_prior)
-        if max_candidates is not None and max_candidates < self.query_neighbors:
-            raise ValueError(
-                f"max_candidates ({max_candidates}) must be at least query_neighbors "
-                f"({self.query_neighbors}) or None"
-            )
-        self.max_candidates = max_candidates
-        super().__init__(callback_manager=callback_manager, **kwargs)
+        super().__init__(callback_manager=callback_manager or index._callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         require_query(query_bundle.query_str, query_bundle.embedding)
@@ -149,7 +116,7 @@ class LinkPredictionRetriever(BaseRetriever):
 
     def _candidates(self, snap, vector: np.ndarray) -> np.ndarray | None:
         """Rows to score: ``None`` (all) up to ``max_candidates`` chunks, else the nearest."""
-        cap = self.max_candidates
+        cap = self.params.max_candidates
         if cap is None or len(snap.chunk_ids) <= cap:
             return None
         rows = self._index.nearest_chunk_rows(snap, vector, cap)
@@ -164,21 +131,22 @@ class LinkPredictionRetriever(BaseRetriever):
         """
         vector = vector / (np.linalg.norm(vector) or 1.0)
         # Inference graph (§3.4): the query node receives messages from its M nearest chunks.
-        nbrs = self._index.nearest_chunk_rows(snap, vector, self.query_neighbors)
+        nbrs = self._index.nearest_chunk_rows(snap, vector, self.config.graph.M)
         rows = self._candidates(snap, vector)
         scored = np.arange(len(snap.chunk_ids)) if rows is None else rows
         best = self._window_cosines(snap, vector, scored)
         ones = np.ones(len(nbrs), np.float32)
         phi = snap.scorer.logits(vector, nbrs, ones, rows=rows, cosines=best).astype(np.float64)
         ranking = phi
-        if self.cosine_prior:
+        prior = self.params.cosine_prior
+        if prior:
             cos = self._cosines(snap, vector, scored, best)
-            if self.cosine_prior == STANDARDIZED:
+            if prior == STANDARDIZED:
                 ranking = standardize(phi) + standardize(cos)
             else:
                 # A fixed scale (the decoder's initial cosine scale), not the learned
                 # one: training may shrink or even flip that, and the prior must not follow.
-                phi = ranking = phi + self.cosine_prior * COSINE_PRIOR_SCALE * cos
+                phi = ranking = phi + prior * COSINE_PRIOR_SCALE * cos
         n = len(snap.chunk_ids)
         logits = _spread(phi, rows, n, -np.inf)
         return 1.0 / (1.0 + np.exp(-logits)), logits, _spread(ranking, rows, n, -np.inf), nbrs
@@ -186,7 +154,7 @@ class LinkPredictionRetriever(BaseRetriever):
     def _window_cosines(self, snap, unit: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
         """The cosines of the chunks ``rows``, a long chunk's its best window's; ``None``
         when every chunk keeps its own vector's (``long_chunks="pooled"``, no long chunk)."""
-        if self.long_chunks != "best-window" or snap.windows is None:
+        if self.params.long_chunks != "best-window" or snap.windows is None:
             return None
         return snap.windows.best(snap.z_chunks[rows] @ unit, rows, unit)
 
@@ -203,8 +171,8 @@ class LinkPredictionRetriever(BaseRetriever):
         probs, logits, ranking, nbrs = self._probabilities(snap, vector)
         # Rank by score, not probability: probabilities saturate at 1.0 and would tie.
         candidates = ranking
-        if self.threshold is not None:
-            candidates = np.where(probs >= self.threshold, candidates, -np.inf)
+        if self.params.tau is not None:
+            candidates = np.where(probs >= self.params.tau, candidates, -np.inf)
         k = len(probs) if self.similarity_top_k is None else self.similarity_top_k
         order, _ = top_k_of_scores(candidates, k)
         order = order[np.isfinite(candidates[order])]
@@ -213,7 +181,7 @@ class LinkPredictionRetriever(BaseRetriever):
         nodes = self._index.get_chunks([snap.chunk_ids[i] for i in order])
         attached = set(nbrs.tolist())
         cosines = self._cosines(snap, vector / (np.linalg.norm(vector) or 1.0), order)
-        predictor = self._index.predictor
+        predictor = self._index.config.training.predictor
         return [
             with_evidence(
                 node,
@@ -224,28 +192,15 @@ class LinkPredictionRetriever(BaseRetriever):
                     "link_probability": round(float(probs[i]), 6),
                     "link_logit": round(float(logits[i]), 6),
                     "ranking_score": round(float(ranking[i]), 6),
-                    "cosine_prior": self.cosine_prior,
+                    "cosine_prior": self.params.cosine_prior,
                     "cosine": round(float(cos), 6),
-                    "long_chunks": self.long_chunks,
+                    "long_chunks": self.params.long_chunks,
                     "rank": rank + 1,
                     "attached_to_query": bool(i in attached),
                 },
             )
             for rank, (i, node, cos) in enumerate(zip(order, nodes, cosines, strict=True))
         ]
-
-
-def _check_prior(prior: float | str) -> float | str:
-    """``cosine_prior`` validated: a weight >= 0 or ``"standardized"``."""
-    if isinstance(prior, str):
-        if prior != STANDARDIZED:
-            raise ValueError(
-                f"cosine_prior must be a number >= 0 or {STANDARDIZED!r}, got {prior!r}"
-            )
-        return prior
-    if prior < 0:
-        raise ValueError("cosine_prior must be >= 0")
-    return float(prior)
 
 
 def _spread(values: np.ndarray, rows: np.ndarray | None, n: int, fill: float) -> np.ndarray:

@@ -18,18 +18,70 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from ..core.embeddings import knn_graph
+from .config import LPRAGTraining
 from .link_graph import ChunkStructure, LinkGraph
 from .predictor import LinkPredictor, pair_logits
-from .train_config import TrainConfig, TrainReport
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainReport:
+    """What training did, for logs, the manifest and benchmark reports.
+
+    Attributes:
+        predictor: The predictor trained.
+        train_seconds: Wall time of the training loop.
+        epochs_run: Epochs actually run (early stopping may cut them).
+        best_epoch: Epoch whose weights were kept.
+        final_loss: Training loss of the last epoch.
+        val_auc: ROC-AUC of held-out links against sampled negatives (half uniform,
+            half the query's nearest non-linked chunks); None without validation.
+        val_hits: Hits@k of held-out links: share ranked within the top ``k`` of
+            their query's sampled negatives; None without validation.
+        hits_k: The ``k`` of ``val_hits``.
+        train_links: Supervision links trained on.
+        epoch_links: Links each epoch trained on (fewer than ``train_links`` when
+            they were sampled, see ``links_per_epoch``).
+        val_links: Links held out.
+        queries: Query nodes in the graph.
+        history: ``(epoch, loss, val_auc)`` per validation.
+    """
+
+    predictor: str
+    train_seconds: float = 0.0
+    epochs_run: int = 0
+    best_epoch: int = 0
+    final_loss: float = float("nan")
+    val_auc: float | None = None
+    val_hits: float | None = None
+    hits_k: int = 10
+    train_links: int = 0
+    epoch_links: int = 0
+    val_links: int = 0
+    queries: int = 0
+    history: list[tuple[int, float | None, float | None]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report."""
+        out = asdict(self)
+        out["history"] = [list(h) for h in self.history]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainReport:
+        """Inverse of :meth:`to_dict`."""
+        data = dict(data)
+        data["history"] = [tuple(h) for h in data.get("history", [])]
+        return cls(**data)
 
 
 @contextlib.contextmanager
@@ -163,12 +215,9 @@ def _bce_step(
 
     The loss is the mean BCE of the positive pairs plus the mean BCE of the negative
     ones. Up to ``pair_batch`` pairs it is one computation. Beyond, the pairs are
-    scored in slices and their gradients summed, which is the same gradient: the
-    per-pair activations (gathered states, decoder layers, NCN's common-neighbour
-    sums) are what grew with the corpus: about 4 KB per pair (the scale corpus at
-    16k chunks, 184k pairs an epoch, peaked at 1,749 MB in one computation and
-    1,153 MB in slices), and at 64k chunks one computation swung the process
-    between 2.4 and 9.9 GB.
+    scored in slices and their gradients summed, which is the same gradient while
+    the per-pair activations (gathered states, decoder layers, NCN's common-neighbour
+    sums), which grow with the corpus, stay bounded.
     """
     n_neg = len(pair_query) - n_pos
     if len(pair_query) <= pair_batch:
@@ -216,7 +265,7 @@ def _score_pairs(
 
 def train_link_predictor(
     data: LinkGraph,
-    config: TrainConfig | None = None,
+    config: LPRAGTraining | None = None,
     *,
     model: LinkPredictor | None = None,
     show_progress: bool = False,
@@ -233,7 +282,8 @@ def train_link_predictor(
 
     Args:
         data: The graph and its supervision links.
-        config: Settings (defaults: the paper's NCN settings).
+        config: The config's training section (default: the paper's NCN settings);
+            ``ensemble``, ``update_policy`` and ``finetune_epochs`` are the index's.
         model: Continue training this model (fine-tuning) instead of a fresh one.
         show_progress: Log each validation at INFO level.
 
@@ -243,7 +293,7 @@ def train_link_predictor(
     Raises:
         ValueError: No supervision links or no chunks.
     """
-    config = config or TrainConfig()
+    config = config or LPRAGTraining()
     if data.num_chunks == 0 or len(data.pos_query) == 0:
         raise ValueError("training needs at least one chunk and one query-chunk link")
     start = time.perf_counter()
@@ -318,7 +368,7 @@ def train_link_predictor(
             report.best_epoch = report.epochs_run
         model.eval()
         # The gradients are only for training: kept, they are a second copy of
-        # every weight (0.9 MB at the default sizes) for the index's lifetime.
+        # every weight for the index's lifetime.
         model.zero_grad(set_to_none=True)
     report.train_seconds = round(time.perf_counter() - start, 3)
     logger.info(

@@ -138,7 +138,7 @@ def test_llm_method_without_an_llm_is_refused(tmp_path, capsys):
     [
         ("cue-1.0", []),
         ("fgrag-llm", []),
-        ("lprag", ["--set", "epochs=3", "--set", "hidden=32"]),
+        ("lprag:paper", ["--set", "epochs=3", "--set", "hidden=32"]),
         ("chainrag", []),  # an LLM-free index; the LLM works at query time (its engine)
     ],
 )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from llama_index.core.schema import Document
@@ -23,7 +21,7 @@ PAGES = {
     "Rome": "Rome is the capital of Italy. Ann Lee sang in Rome in 1995.",
 }
 DOCS = [Document(id_=t, text=v, metadata={"title": t}) for t, v in PAGES.items()]
-SMALL = {"hidden": 16, "epochs": 5, "lr": 0.01, "threads": 1, "k": 2, "query_neighbors": 2}
+SMALL = {"hidden": 16, "epochs": 5, "lr": 0.01, "threads": 1, "k": 2, "M": 2}
 
 
 def test_masked_cross_passage_query_names_the_source_but_not_the_target():
@@ -58,7 +56,7 @@ def test_per_source_bounds_the_queries_of_a_chunk():
 
 def test_title_link_graph_has_only_mention_edges(bow_embed):
     index = ChunkQueryLinkIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         bridges=True, knn_edges=False, bridge_mask=True, bridges_per_chunk=3, **SMALL,
     )  # fmt: skip
     ids = index.chunk_ids()
@@ -79,7 +77,7 @@ def test_title_link_graph_has_only_mention_edges(bow_embed):
     with pytest.raises(ValueError, match="knn_edges=False needs bridges"):
         ChunkQueryLinkIndex.from_documents(
             DOCS, embed_model=bow_embed, transformations=[PassageParser()],
-            query_source="pseudo", knn_edges=False, **SMALL,
+            config="pseudo", knn_edges=False, **SMALL,
         )  # fmt: skip
 
 
@@ -102,31 +100,6 @@ def test_hard_negatives_come_from_the_query_s_dense_top_k():
         assert len(drawn) == 4
 
 
-def test_titles_preset_name_sets_the_title_link_settings(bow_embed):
-    from llama_index_graphrag_ext.eval.methods.lprag import _settings
-    from llama_index_graphrag_ext.eval.registry import REGISTRY, BenchContext
-
-    _, options = REGISTRY.resolve("lprag-pseudo-titles")
-    settings = _settings(BenchContext(embed_model=bow_embed, options=options))
-    assert settings["predictor"] == "ncn" and settings["bridges"] is True
-    assert settings["knn_edges"] is False and settings["bridge_mask"] is True
-    assert settings["query_neighbors"] == 3 and settings["hard_negative_fraction"] == 0.5
-    # --set overrides the preset; without it the paper's defaults stay.
-    over = _settings(BenchContext(embed_model=bow_embed, options={**options, "knn": "true"}))
-    assert over["knn_edges"] is True
-    # The two presets differ in the variant each dev set chose: 60 epochs (2wiki-101), 30.
-    _, tuned = REGISTRY.resolve("lprag-pseudo-titles-tuned-musique")
-    assert tuned == {"preset": "titles", "tuned": "tuned-musique"}
-    musique = _settings(BenchContext(embed_model=bow_embed, options=tuned))
-    assert settings["epochs"] == 60 and musique["epochs"] == 30
-    assert {k: v for k, v in musique.items() if k != "epochs"} == {
-        k: v for k, v in settings.items() if k != "epochs"
-    }
-    _, plain = REGISTRY.resolve("lprag-pseudo")
-    base = _settings(BenchContext(embed_model=bow_embed, options=plain))
-    assert base["knn_edges"] is True and base["bridges"] is False and base["query_neighbors"] == 10
-
-
 def test_no_title_link_can_fall_back_to_the_paper_s_knn_graph_loudly(bow_embed, caplog):
     # Titles that no other passage names (chat sessions, say): the title graph is empty.
     docs = [
@@ -137,14 +110,14 @@ def test_no_title_link_can_fall_back_to_the_paper_s_knn_graph_loudly(bow_embed, 
         for i in range(8)
     ]
     settings = dict(
-        embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         bridges=True, knn_edges=False, **SMALL,
     )  # fmt: skip
     index = ChunkQueryLinkIndex.from_documents(docs, on_no_title_links="knn", **settings)
     assert index.build_stats["bridge_edges"] == 0
     assert index.build_stats["graph_fallback"] == "mutual-kNN edges: no title links"
     assert len(index._edges[0]) > 0 and "no chunk names another chunk's title" in caplog.text
-    assert index.config()["on_no_title_links"] == "knn"
+    assert index.config.graph.on_no_title_links == "knn"
     with pytest.raises(ValueError, match="no chunk names another chunk's title"):
         ChunkQueryLinkIndex.from_documents(docs, on_no_title_links="raise", **settings)
     # Where titles are named, nothing falls back.
@@ -161,7 +134,7 @@ def test_no_title_link_leaves_the_chunk_graph_without_edges_by_default(bow_embed
         for i in range(8)
     ]
     index = ChunkQueryLinkIndex.from_documents(
-        docs, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        docs, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         bridges=True, knn_edges=False, **SMALL,
     )  # fmt: skip
     assert len(index._edges[0]) == 0
@@ -174,14 +147,7 @@ def test_no_title_link_leaves_the_chunk_graph_without_edges_by_default(bow_embed
     index.persist(tmp_path / "lp")
     loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
     assert loaded.build_stats["graph_fallback"] == "no edges: no title links"
-    assert loaded.config()["on_no_title_links"] == "none"
-    # An index persisted before the setting existed keeps the kNN fallback it had.
-    manifest = next((tmp_path / "lp").glob("manifest*.json"))
-    data = json.loads(manifest.read_text())
-    del data["config"]["on_no_title_links"]
-    manifest.write_text(json.dumps(data))
-    older = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
-    assert older.config()["on_no_title_links"] == "knn"
+    assert loaded.config.graph.on_no_title_links == "none"
     with pytest.raises(ValueError, match="on_no_title_links"):
         ChunkQueryLinkIndex.from_documents(docs, embed_model=bow_embed, on_no_title_links="drop")
 
@@ -189,7 +155,7 @@ def test_no_title_link_leaves_the_chunk_graph_without_edges_by_default(bow_embed
 def test_entity_links_make_the_graph_of_a_corpus_without_titles(bow_embed, caplog):
     docs = [Document(id_=t, text=v) for t, v in PAGES.items()]  # no title metadata
     index = ChunkQueryLinkIndex.from_documents(
-        docs, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        docs, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         bridges=True, knn_edges=False, bridge_mask=True, bridges_per_chunk=3,
         bridge_links="entities", bridge_entity_chunks=3, **SMALL,
     )  # fmt: skip
@@ -203,10 +169,10 @@ def test_entity_links_make_the_graph_of_a_corpus_without_titles(bow_embed, caplo
     assert "graph_fallback" not in index.build_stats
     bridge = [q for q in index.queries() if q["origin"] == "bridge"]
     assert bridge and len(bridge) == index.build_stats["bridge_queries"]
-    assert index.config()["bridge_links"] == "entities"
+    assert index.config.queries.bridge_links == "entities"
     # With titles only, the same corpus has no link at all: the counted fallback.
     plain = ChunkQueryLinkIndex.from_documents(
-        docs, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        docs, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         bridges=True, knn_edges=False, **SMALL,
     )  # fmt: skip
     assert plain.build_stats["graph_fallback"] == "no edges: no title links"
@@ -222,7 +188,7 @@ def test_entity_links_after_an_insert_parse_only_the_new_chunk(bow_embed, monkey
     monkeypatch.setattr(chunk_graph, "entity_keys", lambda t: parsed.append(len(t)) or real(t))
     docs = [Document(id_=t, text=v) for t, v in PAGES.items()]
     index = ChunkQueryLinkIndex.from_documents(
-        docs[:5], embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        docs[:5], embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         bridges=True, knn_edges=False, bridge_links="entities", update_policy="none", **SMALL,
     )  # fmt: skip
     before = index.build_stats["bridge_edges"]

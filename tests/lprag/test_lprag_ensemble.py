@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from llama_index.core.schema import Document
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex
-from llama_index_graphrag_ext.lprag.models import LinkScorer, TrainConfig, train_link_predictor
+from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex, LinkScorer, train_link_predictor
 
 from .test_lprag_index import DOCS, SMALL
 
@@ -20,7 +17,7 @@ QUESTIONS = ("Who published the comic book Crux?", "river in France", "capital o
 
 def _build(bow_embed, **settings):
     return ChunkQueryLinkIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         **{**SMALL, **settings},
     )  # fmt: skip
 
@@ -32,7 +29,7 @@ def _unit(index, question: str) -> np.ndarray:
 
 def _logits(index, question: str) -> np.ndarray:
     """The link logits ``φ`` of every chunk for ``question``."""
-    retriever = index.as_retriever(similarity_top_k=None, threshold=0.0)
+    retriever = index.as_retriever(similarity_top_k=None, tau=0.0)
     return retriever._probabilities(retriever._snapshot(), _unit(index, question))[1]
 
 
@@ -45,7 +42,7 @@ def test_member_i_is_the_predictor_trained_from_seed_plus_i(pair, bow_embed):
     single = _build(bow_embed)  # seed 0: exactly the first member
     for key, value in single._models[0].state_dict().items():
         assert torch.equal(pair._models[0].state_dict()[key], value)
-    config = TrainConfig(**{**pair.train_config.to_dict(), "seed": 1})
+    config = pair.config.training.model_copy(update={"seed": 1})
     second, _ = train_link_predictor(pair._link_graph(), config)
     for key, value in second.state_dict().items():
         assert torch.equal(pair._models[1].state_dict()[key], value)
@@ -57,9 +54,8 @@ def test_an_ensemble_scores_the_mean_of_its_members_logits(pair, bow_embed):
     snap = pair._snapshot
     second = LinkScorer(pair._models[1], snap.z_chunks, snap.scorer.scorers[1].graph)
     for question in QUESTIONS:
-        retriever = pair.as_retriever(similarity_top_k=None, threshold=0.0)
         unit = _unit(pair, question)
-        nbrs = pair.nearest_chunk_rows(snap, unit, retriever.query_neighbors)
+        nbrs = pair.nearest_chunk_rows(snap, unit, pair.config.graph.M)
         two = second.logits(unit, nbrs, np.ones(len(nbrs), np.float32)).astype(np.float64)
         one = _logits(single, question)
         assert not np.allclose(one, two)  # the seeds train different predictors
@@ -73,7 +69,7 @@ def test_an_ensemble_persists_every_member(pair, bow_embed, tmp_path):
     assert (tmp_path / "lp" / "link_predictor.pt").is_file()
     assert (tmp_path / "lp" / "link_predictor.1.pt").is_file()
     loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
-    assert loaded.config()["ensemble"] == 2 and len(loaded.train_reports) == 2
+    assert loaded.config == pair.config and len(loaded.train_reports) == 2
     assert [r.to_dict() for r in loaded.train_reports] == [r.to_dict() for r in pair.train_reports]
     for question in QUESTIONS:
         np.testing.assert_array_equal(_logits(loaded, question), _logits(pair, question))
@@ -84,23 +80,9 @@ def test_an_insert_fine_tunes_every_member(pair):
     # Each member went on training on the new graph (its queries), from its own weights.
     assert len(pair._models) == 2 and len(pair.train_reports) == 2
     assert all(r.queries == pair.num_queries for r in pair.train_reports)
-    assert all(r.epochs_run <= pair.config()["finetune_epochs"] for r in pair.train_reports)
+    assert all(r.epochs_run <= pair.config.training.finetune_epochs for r in pair.train_reports)
     top = pair.as_retriever(similarity_top_k=9).retrieve("Lyon city on the Rhone")
     assert "lyon" in [r.node.ref_doc_id for r in top]
-
-
-def test_an_index_saved_before_ensembles_loads_with_one_member(bow_embed, tmp_path):
-    index = _build(bow_embed)
-    index.persist(tmp_path / "lp")
-    state_file = tmp_path / "lp" / "lprag_state.json"
-    state = json.loads(state_file.read_text())
-    del state["train_reports"], state["model"]["members"]
-    state_file.write_text(json.dumps(state))
-    loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
-    assert (
-        len(loaded._models) == 1 and loaded.train_report.to_dict() == index.train_report.to_dict()
-    )
-    np.testing.assert_array_equal(_logits(loaded, QUESTIONS[1]), _logits(index, QUESTIONS[1]))
 
 
 def test_loading_with_another_ensemble_size_warns_and_follows_it_at_the_next_training(

@@ -29,13 +29,13 @@ TEXTS = {
     "japan": "Japan is an island country in East Asia. Tokyo is the capital of Japan.",
 }
 DOCS = [Document(id_=k, text=v) for k, v in TEXTS.items()]
-SMALL = {"hidden": 32, "epochs": 30, "lr": 0.01, "threads": 1, "k": 3, "query_neighbors": 3}
+SMALL = {"hidden": 32, "epochs": 30, "lr": 0.01, "threads": 1, "k": 3, "M": 3}
 
 
 @pytest.fixture
 def index(bow_embed):
     return ChunkQueryLinkIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         **SMALL,
     )  # fmt: skip
 
@@ -77,10 +77,10 @@ def test_retrieval_ranks_by_link_probability_with_evidence(index):
     evidence = results[0].node.metadata["evidence"]
     assert evidence["method"] == "lp-rag" and evidence["predictor"] == "ncn"
     assert evidence["link_probability"] == pytest.approx(results[0].score, abs=1e-6)
-    only_confident = index.as_retriever(similarity_top_k=None, threshold=0.5).retrieve("Crux")
+    only_confident = index.as_retriever(similarity_top_k=None, tau=0.5).retrieve("Crux")
     assert all(r.score >= 0.5 for r in only_confident)
     with pytest.raises(ValueError):
-        LinkPredictionRetriever(index, similarity_top_k=None, threshold=None)
+        LinkPredictionRetriever(index, similarity_top_k=None, tau=None)
 
 
 async def test_async_and_threads_agree(index):
@@ -98,7 +98,9 @@ def test_persist_and_reload_give_identical_scores(index, bow_embed, tmp_path):
     index.persist(tmp_path / "lp")
     assert (tmp_path / "lp" / "link_predictor.pt").is_file()
     loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=bow_embed)
-    assert loaded.predictor == "ncn" and loaded.num_queries == index.num_queries
+    assert loaded.config == index.config and loaded.config.origin == index.config.origin
+    assert index.config.origin.startswith("pseudo + ")
+    assert loaded.config.training.predictor == "ncn" and loaded.num_queries == index.num_queries
     for q in ("river in France", "Nobel Prize physicist", "tea leaves"):
         a = index.as_retriever().scores(q)
         b = loaded.as_retriever().scores(q)
@@ -131,7 +133,7 @@ def test_llm_synthetic_queries_are_linked_to_the_whole_batch(bow_embed):
     llm = ScriptedLLM(answer)
     index = ChunkQueryLinkIndex.from_documents(
         DOCS, embed_model=bow_embed, llm=llm, transformations=[PassageParser()],
-        query_source="llm", max_llm_batches=5, **SMALL,
+        config="paper", max_llm_batches=5, **SMALL,
     )  # fmt: skip
     origins = [q["origin"] for q in index.queries()]
     assert llm.call_count == 5 and origins.count("llm") == 10
@@ -162,7 +164,7 @@ def test_bad_settings_and_empty_index(bow_embed):
 
 def test_query_neighbours_are_the_nearest_chunks(index):
     graph = index._link_graph()
-    nb, _ = knn_graph(graph.z_queries, index.query_neighbors, others=graph.z_chunks)
+    nb, _ = knn_graph(graph.z_queries, index.config.graph.M, others=graph.z_chunks)
     assert (graph.query_neighbors == nb).all()
     assert len(graph.pos_query) == sum(len(q["chunks"]) for q in index.queries())
 
@@ -172,7 +174,7 @@ def test_bridges_add_mention_edges_and_bridge_queries(bow_embed):
     # "Crux" names CrossGen, "Curie" names Warsaw, "Paris" names the Seine.
     index = ChunkQueryLinkIndex.from_documents(
         titled, embed_model=bow_embed, transformations=[PassageParser()],
-        query_source="pseudo", bridges=True, **SMALL,
+        config="pseudo", bridges=True, **SMALL,
     )  # fmt: skip
     ids = index.chunk_ids()
     node_of = {n.ref_doc_id: n.node_id for n in index.get_chunks(ids)}
@@ -189,7 +191,7 @@ def test_bridges_add_mention_edges_and_bridge_queries(bow_embed):
     # Without titles the setting is a no-op, not an error.
     plain = ChunkQueryLinkIndex.from_documents(
         DOCS, embed_model=bow_embed, transformations=[PassageParser()],
-        query_source="pseudo", bridges=True, **SMALL,
+        config="pseudo", bridges=True, **SMALL,
     )  # fmt: skip
     assert plain.build_stats["bridge_pairs"] == 0
 
@@ -212,7 +214,7 @@ def test_standardized_prior_weighs_predictor_and_cosine_equally(index):
     z = index._chunks.get(ids)
     q = np.asarray(index.embed_model.get_query_embedding(query), np.float32)
     cos = (z @ (q / np.linalg.norm(q))).astype(np.float64)
-    plain = index.as_retriever(similarity_top_k=None, threshold=0.0, max_candidates=None)
+    plain = index.as_retriever(similarity_top_k=None, tau=0.0, max_candidates=None)
     phi = {r.node.node_id: r.metadata["evidence"]["link_logit"] for r in plain.retrieve(query)}
     phi = np.array([phi[i] for i in ids])
 
@@ -236,7 +238,7 @@ def test_standardized_prior_weighs_predictor_and_cosine_equally(index):
     tau = float(mid.mean())  # halfway between two chunks' probabilities: no tie at the cut
     above = {i for i, p in zip(ids, probs, strict=True) if p >= tau}
     assert 0 < len(above) < len(ids)
-    kept = index.as_retriever(similarity_top_k=None, threshold=tau, cosine_prior="standardized")
+    kept = index.as_retriever(similarity_top_k=None, tau=tau, cosine_prior="standardized")
     assert [h.node.node_id for h in kept.retrieve(query)] == [i for i in expected if i in above]
     with pytest.raises(ValueError, match="standardized"):
         index.as_retriever(cosine_prior="auto")
@@ -280,11 +282,11 @@ def test_candidate_cap_scores_the_nearest_chunks_with_the_same_logits(index):
 
 
 def test_query_blocks_give_the_same_index_as_one_block(index, bow_embed, monkeypatch):
-    from llama_index_graphrag_ext.lprag import query_nodes
+    from llama_index_graphrag_ext.lprag import query_writer
 
-    monkeypatch.setattr(query_nodes, "_QUERY_BLOCK", 3)  # 8 batches: blocks of 3, 3 and 2
+    monkeypatch.setattr(query_writer, "_QUERY_BLOCK", 3)  # 8 batches: blocks of 3, 3 and 2
     blocked = ChunkQueryLinkIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         **SMALL,
     )  # fmt: skip
     assert blocked.queries() == index.queries()
@@ -304,7 +306,7 @@ def test_the_build_keeps_no_training_leftovers(bow_embed):
 
     rule_sentencizer.cache_clear()
     built = ChunkQueryLinkIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()], query_source="pseudo",
+        DOCS, embed_model=bow_embed, transformations=[PassageParser()], config="pseudo",
         **SMALL,
     )  # fmt: skip
     assert all(p.grad is None for p in built._models[0].parameters())

@@ -9,20 +9,15 @@ import pytest
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex
-from tests.long_documents import (
-    DOCS,
-    assert_only_the_log_has_windows,
-    evidence_by_document,
-    load_as_before_windows,
-)
+from tests.long_documents import DOCS, assert_only_the_log_has_windows, evidence_by_document
 
-SMALL = {"hidden": 32, "epochs": 10, "lr": 0.01, "threads": 1, "k": 2, "query_neighbors": 2}
+SMALL = {"hidden": 32, "epochs": 10, "lr": 0.01, "threads": 1, "k": 2, "M": 2}
 
 
 @pytest.fixture(scope="module")
 def index(minilm):
     return ChunkQueryLinkIndex.from_documents(
-        DOCS, embed_model=minilm, transformations=[PassageParser()], query_source="pseudo",
+        DOCS, embed_model=minilm, transformations=[PassageParser()], config="pseudo",
         **SMALL,
     )  # fmt: skip
 
@@ -55,15 +50,11 @@ def test_best_window_cosine_lifts_the_long_chunk(index):
         index.as_retriever(long_chunks="mean")
 
 
-def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm, tmp_path, caplog):
+def test_windows_persist_and_leave_with_their_chunk(index, minilm, tmp_path):
     index.persist(tmp_path / "lp")
     loaded = ChunkQueryLinkIndex.load(tmp_path / "lp", embed_model=minilm)
     assert loaded._windows.ids == index._windows.ids
     assert _ranked(loaded) == _ranked(index)
-    # An index persisted before windows were kept loads, and ranks long chunks pooled.
-    old = load_as_before_windows(ChunkQueryLinkIndex, tmp_path / "lp", minilm, caplog)
-    assert old._snapshot.windows is None
-    assert [d for d in _ranked(old)] == [d for d in _ranked(index, long_chunks="pooled")]
     # Deleting the long document drops its windows with it.
     loaded.delete_ref_doc("log")
     assert len(loaded._windows) == 0 and loaded._snapshot.windows is None

@@ -13,9 +13,9 @@ from llama_index_graphrag_ext.lprag import (
     LinkGraph,
     LinkPredictor,
     LinkScorer,
-    TrainConfig,
     train_link_predictor,
 )
+from llama_index_graphrag_ext.lprag.config import LPRAGTraining
 from llama_index_graphrag_ext.lprag.predictor import common_neighbor_sum, pair_logits
 
 
@@ -56,21 +56,21 @@ def test_each_predictor_learns_a_planted_structure(predictor):
     data = planted()
     cos_pos = (data.z_queries[data.pos_query] * data.z_chunks[data.pos_chunk]).sum(1)
     assert abs(cos_pos.mean()) < 0.1  # the similarity alone carries no signal
-    _, report = train_link_predictor(data, TrainConfig(predictor=predictor, **FAST))
+    _, report = train_link_predictor(data, LPRAGTraining(predictor=predictor, **FAST))
     assert report.val_auc is not None and report.val_auc > 0.75, report.history
     assert report.val_links > 0 and report.train_seconds > 0
 
 
 def test_training_is_deterministic_under_a_seed():
     data = planted()
-    config = TrainConfig(predictor="ncn", **{**FAST, "epochs": 15})
+    config = LPRAGTraining(predictor="ncn", **{**FAST, "epochs": 15})
     m1, r1 = train_link_predictor(data, config)
     m2, r2 = train_link_predictor(data, config)
     for (k, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
     assert r1.history == r2.history
     m3, _ = train_link_predictor(
-        data, TrainConfig(predictor="ncn", **{**FAST, "epochs": 15, "seed": 1})
+        data, LPRAGTraining(predictor="ncn", **{**FAST, "epochs": 15, "seed": 1})
     )
     assert not torch.equal(m1.decoder[0].weight, m3.decoder[0].weight)
 
@@ -78,7 +78,9 @@ def test_training_is_deterministic_under_a_seed():
 @pytest.mark.parametrize("predictor", PREDICTORS)
 def test_inductive_scoring_matches_the_training_computation(predictor):
     data = planted()
-    model, _ = train_link_predictor(data, TrainConfig(predictor=predictor, **{**FAST, "epochs": 5}))
+    model, _ = train_link_predictor(
+        data, LPRAGTraining(predictor=predictor, **{**FAST, "epochs": 5})
+    )
     structure = data.structure()
     scorer = LinkScorer(model, data.z_chunks, structure)
     q = 7
@@ -211,40 +213,11 @@ def test_a_seed_draws_the_layers_as_nn_linear_does(predictor):
     assert torch.equal(state["decoder.0.weight"], first.weight)
 
 
-@pytest.mark.parametrize("predictor", PREDICTORS)
-def test_weights_saved_by_the_hand_written_layers_still_load(predictor):
-    """Indexes persisted before torch-geometric named the layers ``lin.i`` / ``lin_neigh.i``."""
-    legacy = {
-        "gcn": {"convs.{i}.lin.weight": "lin.{i}.weight", "convs.{i}.bias": "lin.{i}.bias"},
-        "sage": {
-            "convs.{i}.lin_root.weight": "lin.{i}.weight",
-            "convs.{i}.lin_rel.bias": "lin.{i}.bias",
-            "convs.{i}.lin_rel.weight": "lin_neigh.{i}.weight",
-        },
-        "mlp": {"convs.{i}.weight": "lin.{i}.weight", "convs.{i}.bias": "lin.{i}.bias"},
-    }[predictor if predictor != "ncn" else "gcn"]
-    torch.manual_seed(0)
-    saved = LinkPredictor(predictor, 12, hidden=8, layers=2)
-    state = {}
-    for key, value in saved.state_dict().items():
-        for i in range(2):
-            for new, old in legacy.items():
-                if key == new.format(i=i):
-                    key = old.format(i=i)
-        state[key] = value
-    assert any(k.startswith("lin.") for k in state) and not any("convs" in k for k in state)
-    loaded = LinkPredictor(predictor, 12, hidden=8, layers=2)
-    loaded.load_state_dict(state)
-    for key, value in saved.state_dict().items():
-        assert torch.equal(loaded.state_dict()[key], value), key
-    assert loaded.lin[0].in_features == 12  # what the index's persisted metadata reads
-
-
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError):
-        TrainConfig(predictor="seal")
+        LPRAGTraining(predictor="seal")
     with pytest.raises(ValueError):
-        TrainConfig(epochs=0)
+        LPRAGTraining(epochs=0)
     empty = planted()
     empty.pos_query = empty.pos_query[:0]
     empty.pos_chunk = empty.pos_chunk[:0]
@@ -286,8 +259,8 @@ def test_a_sliced_epoch_has_the_full_batch_loss_and_gradient(predictor, layers):
 def test_training_in_pair_slices_matches_full_batch_training():
     data = planted()
     base = {**FAST, "epochs": 15, "predictor": "ncn"}
-    _, whole = train_link_predictor(data, TrainConfig(**base))
-    _, sliced = train_link_predictor(data, TrainConfig(**base, pair_batch=128))
+    _, whole = train_link_predictor(data, LPRAGTraining(**base))
+    _, sliced = train_link_predictor(data, LPRAGTraining(**base, pair_batch=128))
     assert len(whole.history) == len(sliced.history)
     for (e1, loss1, auc1), (e2, loss2, auc2) in zip(whole.history, sliced.history, strict=True):
         assert e1 == e2
@@ -295,18 +268,18 @@ def test_training_in_pair_slices_matches_full_batch_training():
         if loss1 is not None:
             assert loss2 == pytest.approx(loss1, rel=1e-3)
     with pytest.raises(ValueError, match="pair_batch"):
-        TrainConfig(pair_batch=0)
+        LPRAGTraining(pair_batch=0)
 
 
 def test_large_link_sets_are_sampled_per_epoch_and_still_learn():
     data = planted()
-    config = TrainConfig(predictor="ncn", **FAST, links_per_epoch=128)
+    config = LPRAGTraining(predictor="ncn", **FAST, links_per_epoch=128)
     m1, report = train_link_predictor(data, config)
     assert report.train_links > 128 and report.epoch_links == 128
     assert report.val_auc is not None and report.val_auc > 0.75, report.history
     m2, again = train_link_predictor(data, config)  # the samples come from the seed
     assert again.history == report.history
     assert torch.equal(m1.decoder[0].weight, m2.decoder[0].weight)
-    _, everything = train_link_predictor(data, TrainConfig(predictor="ncn", **FAST))
+    _, everything = train_link_predictor(data, LPRAGTraining(predictor="ncn", **FAST))
     assert everything.epoch_links == everything.train_links
     assert everything.history != report.history

@@ -7,7 +7,7 @@ from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMSettings
 from llama_index_graphrag_ext.lprag import SyntheticQueryGenerator, pseudo_queries, sample_batches
-from llama_index_graphrag_ext.lprag.queries import neighbor_lists
+from llama_index_graphrag_ext.lprag.batches import neighbor_lists
 
 
 def test_neighbor_lists_are_symmetric():

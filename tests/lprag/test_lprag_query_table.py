@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from llama_index_graphrag_ext.lprag.chunker import new_rule_sentencizer
-from llama_index_graphrag_ext.lprag.queries import ChunkSentences, chunk_sentences
+from llama_index_graphrag_ext.lprag.pseudo_queries import ChunkSentences, chunk_sentences
 from llama_index_graphrag_ext.lprag.query_table import (
     ORIGINS,
     QueryTable,

@@ -302,13 +302,13 @@ def lprag_index(llm, cache, hash_embed):
         embed_model=hash_embed,
         llm=llm,
         transformations=[chunker],
-        query_source="llm",
-        llm_cache_path=cache,
+        config="paper",
+        cache_path=cache,
         hidden=16,
         epochs=3,
         threads=1,
         k=2,
-        query_neighbors=2,
+        M=2,
     )
     return index, chunker
 

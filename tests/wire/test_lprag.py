@@ -21,7 +21,7 @@ from llama_index_graphrag_ext.eval.data import load_benchmark
 from llama_index_graphrag_ext.lprag import ChunkQueryLinkIndex, LLMAtomicChunker
 
 STEPS_LOG = "llama_index_graphrag_ext.core.llm.steps"
-FAST = {"epochs": 5, "hidden": 16, "threads": 1, "k": 2, "query_neighbors": 2}
+FAST = {"epochs": 5, "hidden": 16, "threads": 1, "k": 2, "M": 2}
 PRONOUN = re.compile(r"^(He|She|It|They|His|Her|Its|Their)\b")
 ATOMIC, QUERIES = "atomic-chunks", "synthetic-queries"
 
@@ -36,6 +36,7 @@ def build(docs, embed, transformation=None, **kwargs) -> ChunkQueryLinkIndex:
         docs,
         transformations=[transformation or PassageParser()],
         embed_model=embed,
+        config="paper",
         **FAST,
         **kwargs,
     )
@@ -160,7 +161,7 @@ def test_synthetic_query_unusable_batches_get_pseudo_queries(
     bad = [passage_line(d) for d in docs[:2]]
     answer_junk(model_server, reply, lambda req: any(b in req.prompt for b in bad))
     with caplog.at_level(logging.WARNING, logger=STEPS_LOG):
-        index = build(docs, bow_embed, query_source="llm", llm=wire_llm)
+        index = build(docs, bow_embed, llm=wire_llm)
     n, k = len(docs), len(bad)
     assert model_server.stats()["requests"] == n
     stats = index.build_stats
@@ -176,14 +177,14 @@ def test_synthetic_query_unusable_batches_get_pseudo_queries(
     [warning] = [r for r in caplog.records if "fell back" in r.getMessage()]
     assert f"{k} batch(s) fell back to pseudo-queries" in warning.getMessage()
     with pytest.raises(LLMFallbackError, match=rf"{k} batch\(s\) fell back"):
-        build(docs, bow_embed, query_source="llm", llm=wire_llm, on_llm_failure="raise")
+        build(docs, bow_embed, llm=wire_llm, on_llm_failure="raise")
 
 
 def test_llm_batches_counts_only_batches_that_got_llm_questions(
     docs, model_server, wire_llm, bow_embed
 ):
     answer_junk(model_server, "", lambda req: passage_line(docs[0]) in req.prompt)
-    index = build(docs, bow_embed, query_source="llm", llm=wire_llm)
+    index = build(docs, bow_embed, llm=wire_llm)
     assert index.llm_steps.record(QUERIES).fallbacks == 1
     assert index.build_stats["llm_batches"] == len(docs) - 1
     assert index.build_stats["llm_batches_asked"] == len(docs)
@@ -199,7 +200,7 @@ def test_lprag_transient_errors_are_retried_and_a_bad_key_is_not(
     )
     chunker = LLMAtomicChunker(llm=wire_llm)
     with count_llm_calls() as meter:
-        index = build(docs, bow_embed, chunker, query_source="llm", llm=wire_llm)
+        index = build(docs, bow_embed, chunker, llm=wire_llm)
     n, batches = len(docs), len(index.chunk_ids())
     stalled = stalls()
     assert stalls.counts(model_server.stats()["by_status"], {429: 1, 500: 1, 200: n + batches})
@@ -214,7 +215,7 @@ def test_lprag_transient_errors_are_retried_and_a_bad_key_is_not(
 
     model_server.reset()
     wrong = wire_llm.model_copy(update={"api_key": "sk-not-the-key"})
-    index = build(docs, bow_embed, LLMAtomicChunker(llm=wrong), query_source="llm", llm=wrong)
+    index = build(docs, bow_embed, LLMAtomicChunker(llm=wrong), llm=wrong)
     batches = len(index.chunk_ids())
     by_status = model_server.stats()["by_status"]
     assert stalls.counts(by_status, {401: n + batches}, since=stalled)  # one request per item
@@ -230,9 +231,7 @@ def test_lprag_rerun_with_cache_makes_no_request(docs, model_server, wire_llm, b
 
     def run():
         chunker = LLMAtomicChunker(llm=wire_llm, cache_path=cache)
-        return build(
-            docs, bow_embed, chunker, query_source="llm", llm=wire_llm, llm_cache_path=cache
-        )
+        return build(docs, bow_embed, chunker, llm=wire_llm, cache_path=cache)
 
     first = run()
     # One answer per document and per chunk batch. Counted as answers, not arrivals:

@@ -162,10 +162,10 @@ def methods() -> dict[str, Method]:
             "similarity_top_k",
         ),
         _graph_method(
-            "lprag-pseudo",
+            "lprag:pseudo",
             "llama_index_graphrag_ext.lprag.index.ChunkQueryLinkIndex",
             "similarity_top_k",
-            query_source="pseudo",
+            config="pseudo",
         ),
         _fgrag(),
     ]

@@ -169,7 +169,7 @@ def test_same_top5_as_memory_through_persist_and_reload(name, musique, minilm, t
     assert result.same_topk_built == result.same_topk_reloaded == 5
     if name != "dense":
         assert result.rows_in_store and all(result.rows_in_store.values())
-    if name not in ("dense", "lprag-pseudo"):
+    if name not in ("dense", "lprag:pseudo"):
         # The retriever's first hop really went to Milvus. (The dense baseline is
         # LlamaIndex's own VectorStoreIndex; LP-RAG attaches the query node through
         # ChunkQueryLinkIndex.nearest_chunk_rows, tested below.)
@@ -186,7 +186,7 @@ def test_lprag_nearest_chunks_from_milvus_equal_memory(musique, minilm, tmp_path
         documents,
         transformations=[PassageParser()],
         embed_model=minilm,
-        query_source="pseudo",
+        config="pseudo",
         epochs=5,
         vector_store=store,
     )

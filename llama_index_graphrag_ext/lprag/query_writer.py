@@ -1,47 +1,37 @@
-"""Query nodes for new chunks: batches, synthetic queries, links (LP-RAG §3.2, Eq. 3; App. A.2).
+"""Query nodes for new chunks: batches, their queries, links (LP-RAG §3.2, Eq. 3; App. A.2).
 
-For every new chunk the index samples one batch on the chunk graph (the
-chunk and a uniform draw of its neighbours, App. A.2) and writes ``n_B``
-queries for it: LLM questions (§3.2, Eq. 3; :class:`~.queries.SyntheticQueryGenerator`)
-or, where no LLM is used or a batch's questions cannot be had, pseudo-queries
-(sentence windows, :func:`~.queries.pseudo_queries`). With ``bridges`` on,
+For every new chunk the index samples one batch on the chunk graph
+(:mod:`.batches`) and writes ``n_B`` queries for it: LLM questions
+(:mod:`.synthetic_queries`) or, where no LLM is used or a batch's questions
+cannot be had, pseudo-queries (:mod:`.pseudo_queries`). With ``bridges`` on,
 bridge pseudo-queries join them (:mod:`.bridges`). Each query is linked to
 every chunk of its batch (§3.2) and embedded with the chunks' encoder (§3.3).
-
-:class:`QueryNodeWriter` does this for one change of a
-:class:`~.index.ChunkQueryLinkIndex` and hands back the new rows of its
-:class:`~.query_table.QueryTable`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from ..core.embeddings import embed_texts
+from ..core.llm import is_embedded
+from .batches import neighbor_lists, sample_batches
 from .bridges import bridge_queries
 from .chunker import new_rule_sentencizer
-from .queries import (
-    ChunkSentences,
-    SyntheticQueryGenerator,
-    chunk_sentences,
-    neighbor_lists,
-    pseudo_queries,
-    sample_batches,
-)
+from .pseudo_queries import ChunkSentences, chunk_sentences, pseudo_queries
 from .query_table import ORIGINS, QueryTable, QueryTableBuilder
-
-if TYPE_CHECKING:
-    from .index import ChunkQueryLinkIndex
+from .synthetic_queries import SyntheticQueryGenerator
 
 logger = logging.getLogger(__name__)
 
-QUERY_SOURCES = ("auto", "llm", "pseudo")
 #: The LLM step's name in the step ledger.
 QUERY_STEP = "synthetic-queries"
+#: ``max_llm_batches`` when none is set and the LLM is the embedded SmolLM2 (a slow
+#: writer on a CPU).
+EMBEDDED_LLM_BATCHES = 200
 #: Batches whose queries are made at a time (see ``QueryNodeWriter.write``).
 _QUERY_BLOCK = 512
 
@@ -49,14 +39,15 @@ _QUERY_BLOCK = 512
 class QueryNodeWriter:
     """Writes the query nodes of new chunks of a :class:`~.index.ChunkQueryLinkIndex`.
 
-    It reads the index's chunks, chunk graph, settings and LLM, and draws from
+    It reads the index's chunks, chunk graph, config and LLM, and draws from
     the index's random generator, so a seeded build gives the same queries
     whichever change made them.
     """
 
-    def __init__(self, index: ChunkQueryLinkIndex) -> None:
+    def __init__(self, index: Any) -> None:
         self._index = index
-        self._settings = index._settings
+        self._queries = index.config.queries
+        self._calls = index.config.llm
 
     def write(
         self, targets: list[int], texts_by_id: dict[str, str]
@@ -77,7 +68,7 @@ class QueryNodeWriter:
         stats = {"batches": len(batches), "llm_batches": 0, "llm_queries": 0, "pseudo_queries": 0}
         llm_queries = self._llm_queries(batches, texts, stats)
         # A splitter of its own, dropped with its vocabulary at the end (see
-        # new_rule_sentencizer: the shared one kept 3 MB at 4,000 chunks).
+        # new_rule_sentencizer: a shared one keeps every word it has seen).
         nlp = new_rule_sentencizer()
         bridge = self._bridge_queries(targets, texts, nlp)
         fallback = [b for b in range(len(batches)) if b not in llm_queries]
@@ -127,7 +118,14 @@ class QueryNodeWriter:
         if llm is None:
             index.llm_steps.count(QUERY_STEP, len(batches))
             return {}
-        bound = self._settings["max_llm_batches"]
+        bound = index.config.indexing_llm.max_llm_batches
+        if bound is None and is_embedded(llm):
+            bound = EMBEDDED_LLM_BATCHES
+            logger.info(
+                "max_llm_batches unset: the embedded SmolLM2 writes the queries of %d "
+                "batches at most (set max_llm_batches to change it)",
+                bound,
+            )
         chosen = list(range(len(batches)))
         if bound is not None and bound < len(batches):
             chosen = sorted(index._rng.choice(len(batches), size=bound, replace=False).tolist())
@@ -138,8 +136,8 @@ class QueryNodeWriter:
             )
         generator = SyntheticQueryGenerator(
             llm,
-            per_batch=int(self._settings["queries_per_batch"]),
-            settings=index.llm_call_settings,
+            per_batch=self._queries.n_B,
+            settings=self._calls,
             meter=index.usage,
         )
         answers = generator.generate(
@@ -152,7 +150,7 @@ class QueryNodeWriter:
             QUERY_STEP,
             generator.failures,
             what="batch",
-            on_failure=index.llm_call_settings.on_llm_failure,
+            on_failure=self._calls.on_llm_failure,
         )
         asked = dict(generator.stats)
         stats["llm_batches_asked"] = asked.pop("batches", len(chosen))
@@ -166,7 +164,7 @@ class QueryNodeWriter:
     ) -> list[tuple[str, list[int]]]:
         """Bridge pseudo-queries of the targets that mention another chunk (:mod:`.bridges`)."""
         index = self._index
-        if not (self._settings["bridges"] and getattr(index, "_mentions", None)):
+        if not (self._queries.bridges and index._mentions):
             return []
         sources = sorted({m[0] for m in index._mentions} & set(targets))
         titles, _ = index._titles_and_texts(())
@@ -177,9 +175,9 @@ class QueryNodeWriter:
             _Lookup(sents),
             sources,
             index._rng,
-            max_words=int(self._settings["pseudo_max_words"]),
-            mask=bool(self._settings.get("bridge_mask", False)),
-            per_source=int(self._settings.get("bridges_per_chunk", 1)),
+            max_words=self._queries.pseudo_max_words,
+            mask=self._queries.bridge_mask,
+            per_source=self._queries.bridges_per_chunk,
         )
 
     def _add_block_queries(
@@ -200,8 +198,8 @@ class QueryNodeWriter:
                 [batches[b] for b in fallback],
                 _Lookup({r: sentences[r] for r in rows}),
                 self._index._rng,
-                per_batch=int(self._settings["queries_per_batch"]),
-                max_words=int(self._settings["pseudo_max_words"]),
+                per_batch=self._queries.n_B,
+                max_words=self._queries.pseudo_max_words,
             )
             pseudo = dict(zip(fallback, made, strict=True))
         for b in block:
@@ -215,7 +213,7 @@ class QueryNodeWriter:
     def _query_llm(self):
         """The LLM that writes synthetic queries, planned once in ``llm_steps`` (§3.2)."""
         index = self._index
-        source = self._settings["query_source"]
+        source = self._queries.query_source
         if source == "pseudo":
             index.llm_steps.chose_llm_free(
                 QUERY_STEP, "pseudo-queries (sentence windows)", "query_source='pseudo'"
@@ -229,7 +227,7 @@ class QueryNodeWriter:
             choice,
             needs="text",
             stand_in="pseudo-queries (sentence windows)",
-            on_failure=index.llm_call_settings.on_llm_failure,
+            on_failure=self._calls.on_llm_failure,
         )
 
 
