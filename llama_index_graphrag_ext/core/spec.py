@@ -75,6 +75,18 @@ class MethodSpec:
         """The index of ``nodes`` (``kwargs``: ``embed_model``, ``llm``, ``show_progress``, ...)."""
         return self.index_class()(list(nodes), config=config, **kwargs)
 
+    def parser_steps(self, parser: Any) -> dict[str, Any]:
+        """``{"llm_steps": ledger}`` for :meth:`build` when ``parser`` records LLM steps
+        (LP-RAG's atomic chunker), attached before it runs: the chunking step then goes
+        into the index's ledger and is persisted with it. ``{}`` otherwise."""
+        if parser is None or not hasattr(parser, "attach_steps"):
+            return {}
+        from .llm import LLMSteps
+
+        steps = LLMSteps(self.index.rpartition(":")[2])
+        parser.attach_steps(steps)
+        return {"llm_steps": steps}
+
     def load(self, folder: Any, **kwargs: Any) -> Any:
         """The index persisted in ``folder`` (``kwargs``: ``embed_model``, ``llm``)."""
         return self.index_class().load(folder, **kwargs)

@@ -109,9 +109,17 @@ def llm_progress(enabled: bool) -> Iterator[Any]:
             bar.close()
 
 
-def _chunk(method, llm, size: int, overlap: int, folder: Path, docs, show: bool):
+def _chunk(method, llm, size: int, overlap: int, folder: Path, docs, show: bool, index=None):
+    """Chunk ``docs``; a chunker that records LLM steps records them into ``index``'s ledger
+    (an update) or into the ledger returned for the new index (``{"llm_steps": ...}``)."""
     parser = methods.chunker(method, llm, size, overlap, cache_dir(folder))
-    return run_transformations(docs, [parser], show_progress=show), type(parser).__name__
+    if index is not None and hasattr(parser, "attach_steps"):
+        parser.attach_steps(index.llm_steps)
+        steps = {}
+    else:
+        steps = method.spec.parser_steps(parser)
+    nodes = run_transformations(docs, [parser], show_progress=show)
+    return nodes, type(parser).__name__, steps
 
 
 def _record_files(collection: Collection, files: list[ReadFile], nodes) -> None:
@@ -171,10 +179,12 @@ def run_index(req: IndexRequest, say=print) -> int:
     started = time.perf_counter()
     docs = [read.document() for read in reading.files]
     with llm_progress(req.show_progress and llm is not None) as meter:
-        nodes, parser = _chunk(method, llm, size, overlap, folder, docs, req.show_progress)
+        nodes, parser, steps = _chunk(method, llm, size, overlap, folder, docs, req.show_progress)
         if not nodes:
             raise UserError("the files gave no chunk to index")
-        index = methods.build(method, nodes, embed_model, llm, cache_dir(folder), req.show_progress)
+        index = methods.build(
+            method, nodes, embed_model, llm, cache_dir(folder), req.show_progress, **steps
+        )
     collection = Collection(
         method=method.name,
         options=dict(req.options),
@@ -246,7 +256,9 @@ def _update(req: IndexRequest, say) -> int:
         nodes = []
         if docs:
             size, overlap = collection.chunking["chunk_size"], collection.chunking["chunk_overlap"]
-            nodes, _ = _chunk(method, llm, size, overlap, folder, docs, req.show_progress)
+            nodes, _, _ = _chunk(
+                method, llm, size, overlap, folder, docs, req.show_progress, index=index
+            )
             if nodes:
                 index.insert_nodes(nodes)
     _record_files(collection, added + changed, nodes)

@@ -80,11 +80,12 @@ def build(
     llm: LLM | None,
     cache_dir: Path | None,
     show_progress: bool,
+    **kwargs: Any,
 ) -> Any:
     """Build the method's index from chunk nodes (its LLM cache under ``cache_dir``)."""
     config = with_cache(method.config, cache_dir, method.spec.name)
     return method.spec.build(
-        nodes, config, embed_model=embed_model, llm=llm, show_progress=show_progress
+        nodes, config, embed_model=embed_model, llm=llm, show_progress=show_progress, **kwargs
     )
 
 

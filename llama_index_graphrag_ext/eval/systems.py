@@ -100,10 +100,16 @@ def build_spec_system(
     llm = ctx.llm() if config.uses_llm or own_engine else None
     config = with_cache(config, ctx.cache_dir, spec.name)
     parser = spec.node_parser(config, llm) if spec.node_parser is not None else None
+    steps = spec.parser_steps(parser)
     docs, _ = prepare_documents(documents)
     nodes = run_transformations(docs, [parser or PassageParser()], show_progress=ctx.show_progress)
     index = spec.build(
-        nodes, config, embed_model=ctx.embed_model, llm=llm, show_progress=ctx.show_progress
+        nodes,
+        config,
+        embed_model=ctx.embed_model,
+        llm=llm,
+        show_progress=ctx.show_progress,
+        **steps,
     )
     retriever = index.as_retriever(similarity_top_k=ctx.top_k)
     steps = [getattr(part, "llm_steps", None) for part in (index, retriever)]

@@ -141,6 +141,9 @@ def test_the_paper_preset_too(bow_embed):
     assert python == runner and all(python)
     assert len(index) > len(DOCS)  # atomic chunks, not passages
     assert system.info["chunker"] == "LLMAtomicChunker"
+    # The chunker's step is in the runner's ledger, as in the index's.
+    steps = {r.step: r for ledger in system.steps for r in ledger.records()}
+    assert steps["atomic-chunks"].tier == "full-llm" and steps["atomic-chunks"].items == len(DOCS)
     assert {q["origin"] for q in index.queries()} == {"llm"}
     assert runner_llm.call_count == python_llm.call_count
 
