@@ -1,12 +1,14 @@
 """CUE-RAG: multi-partite graph (chunks, knowledge units, entities) and Q-Iter retrieval.
 
 Su et al., *CUE-RAG: Towards Accurate and Cost-Efficient Graph-Based RAG via
-Multi-Partite Graph and Query-Driven Iterative Retrieval*. See
+Multi-Partite Graph and Query-Driven Iterative Retrieval*. Settings and presets:
+:mod:`.config`; the method as the runner knows it: :mod:`.spec`. See
 ``docs/methods/cue.md`` for the tutorial.
 """
 
 from __future__ import annotations
 
+from .config import CUEConfig
 from .extraction_run import ExtractionResult, ExtractionRun
 from .extractor import KnowledgeUnitExtractor
 from .index import MultiPartiteIndex
@@ -24,6 +26,7 @@ __all__ = [
     "UNIT_EXTRACTION_PROMPT",
     "Adjacency",
     "Anchoring",
+    "CUEConfig",
     "CueGraphView",
     "EmbeddingScorer",
     "ExtractionResult",

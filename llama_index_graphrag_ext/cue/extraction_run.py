@@ -10,17 +10,38 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from llama_index.core.schema import BaseNode
 
-from ..core.text import ParsePool
+from ..core.llm import UsageMeter
+from ..core.text import Analysis, ParsePool
 from ..core.text.analysis import parses_shared
 from ..core.text.parallel import TASK_TEXTS, PendingAnalyses
 from .units import KnowledgeUnit
 
-if TYPE_CHECKING:
-    from .extractor import KnowledgeUnitExtractor
+
+class UnitMaker(Protocol):
+    """What a run needs of its :class:`~.extractor.KnowledgeUnitExtractor` (a protocol,
+    so this module does not import the one that imports it)."""
+
+    spacy_model: str | None
+    entity_labels: list[str] | None
+    sentence_splitter: str
+    nlp_processes: int
+
+    @property
+    def usage(self) -> UsageMeter: ...
+
+    def _build_units(
+        self,
+        nodes: Sequence[BaseNode],
+        texts: Sequence[str],
+        llm_units: dict[int, list[str]],
+        pool: ParsePool | None = None,
+        analyses: Sequence[Analysis] | None = None,
+    ) -> list[list[KnowledgeUnit]]: ...
+
 
 #: Batches whose parsing is started before the current one is used (bounded, so the
 #: analyses held at once stay a few batches' worth; see the class's memory note).
@@ -54,9 +75,7 @@ class ExtractionRun:
     instead of the whole corpus's, which matters for memory beyond their own
     size: long-lived strings made among a large set of temporaries keep the
     temporaries' memory resident after they die (``docs/scaling.md``, "Memory").
-    Building the index in batches of 256 chunks instead of one took its retained
-    memory at 4,000 chunks from 117 to 98 MB (free pymalloc memory held by
-    arenas: 31 to 13 MB). The units do not depend on the batch size, nor on the
+    The units do not depend on the batch size, nor on the
     extractor's ``nlp_processes`` (with 2 or more, one :class:`~..core.text.ParsePool`
     serves every batch).
 
@@ -65,7 +84,7 @@ class ExtractionRun:
 
     def __init__(
         self,
-        extractor: KnowledgeUnitExtractor,
+        extractor: UnitMaker,
         nodes: Sequence[BaseNode],
         texts: list[str],
         selected: list[int],

@@ -13,7 +13,7 @@ spaCy NER then finds the entities of every unit (Alg. 1, lines 12-14).
 | :mod:`.extraction_run` | the units made a batch of chunks at a time, and the report |
 
 This module holds :class:`KnowledgeUnitExtractor`, which plans the LLM and runs
-the steps in order; it also re-exports the names that lived here before.
+the steps in order.
 
 ``alpha = 0`` is the fully LLM-free mode: no LLM object is created or needed.
 With ``alpha > 0`` the LLM is picked once by the suite's rule. The embedded
@@ -54,7 +54,7 @@ from ..core.llm import (
 )
 from ..core.text import DEFAULT_ENTITY_LABELS, Analysis, ParsePool, count_tokens
 from .extraction_run import ExtractionResult, ExtractionRun
-from .llm_units import STEP, Units, allm_units  # noqa: F401 (Units re-exported: its old home)
+from .llm_units import STEP, allm_units
 from .prompts import UNIT_EXTRACTION_PROMPT
 from .selection import (
     SELECTION_STRATEGIES,
@@ -65,13 +65,7 @@ from .selection import (
     random_values,
     token_budget,
 )
-from .units import (  # noqa: F401 (re-exported: the names' old home)
-    TITLE_LABEL,
-    KnowledgeUnit,
-    UnitEntity,
-    build_units,
-    unit_id,
-)
+from .units import KnowledgeUnit, build_units
 
 logger = logging.getLogger(__name__)
 
@@ -84,76 +78,27 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     run inside an ``IngestionPipeline``; :class:`.MultiPartiteIndex` calls
     :meth:`extract` directly.
 
-    Args:
-        alpha: Share of the corpus's tokens that may go to the LLM (Alg. 2);
-            0 is LLM-free, 1 sends every chunk.
-        selection: Chunk value for the knapsack: ``bleu`` (the paper's default),
-            ``cos`` or ``random`` (§4.3).
-        llm: The extraction LLM; without one the suite's rule picks it, and only
-            when ``alpha > 0``.
-        embed_model: Embedder for the ``cos`` strategy.
-        repair_attempts: Re-asks after an unusable reply.
-        max_concurrency, max_attempts, timeout, cache_path, on_llm_failure: See
-            :class:`~..core.llm.LLMSettings`.
+    Its settings are the ``graph`` fields of :class:`~.config.CUEConfig` (same
+    names; the index makes it from its config) and the LLM call settings.
+    ``llm`` is the extraction LLM (without one the suite's rule picks it, only when
+    ``alpha > 0``); ``embed_model`` embeds chunks for the ``cos`` selection.
     """
 
-    alpha: float = Field(default=0.0, ge=0.0, le=1.0, description="LLM token share (Alg. 2).")
-    selection: Literal["bleu", "cos", "random"] = Field(
-        default="bleu", description="Chunk value used by the knapsack (§4.3)."
-    )
-    bleu_max_n: int = Field(default=4, gt=0, description="Longest n-gram order of BLEU.")
-    knapsack_max_cells: int = Field(
-        default=50_000_000, gt=0, description="Largest knapsack DP table before weight rounding."
-    )
-    seed: int = Field(default=0, description="Seed of the random strategy.")
-    spacy_model: str | None = Field(
-        default=None, description="spaCy pipeline for sentences and NER (None: default chain)."
-    )
-    entity_labels: list[str] | None = Field(
-        default_factory=lambda: sorted(DEFAULT_ENTITY_LABELS),
-        description="spaCy entity labels kept (None keeps all).",
-    )
-    title_entity: bool = Field(
-        default=True,
-        description=(
-            "Link the chunk's title (metadata key `title_key`) to each of its units as an "
-            "entity: an LLM-free stand-in for the pronoun resolution of LLM units."
-        ),
-    )
-    title_key: str = Field(default="title", description="Metadata key of a chunk's title.")
-    sentence_splitter: Literal["rule", "model"] = Field(
-        default="rule",
-        description=(
-            "Sentence units by punctuation rules (the paper's NLTK sent_tokenize is one; "
-            "spaCy then runs NER only) or by spaCy's parser."
-        ),
-    )
-    min_unit_chars: int = Field(default=3, gt=0, description="Shorter units are dropped.")
-    unit_vectors: Literal["separate", "late"] = Field(
-        default="separate",
-        description=(
-            "Units embedded on their own (the paper), or pooled from their chunk's "
-            "forward pass (one pass over the text; see cue.vectors)."
-        ),
-    )
-    entity_vectors: Literal["separate", "late"] = Field(
-        default="separate",
-        description="Entity names embedded on their own, or pooled from a mention in its chunk.",
-    )
-    late_fallback: Literal["separate", "raise"] = Field(
-        default="separate",
-        description="With late vectors and an embedder without word pieces: embed separately "
-        "(warned, counted) or raise.",
-    )
-    nlp_processes: int = Field(
-        default=1,
-        ge=1,
-        description=(
-            "Processes for spaCy's sentences and NER (2+: a ParsePool, kept for the whole "
-            "build; same units, less time on several cores)."
-        ),
-    )
-    repair_attempts: int = Field(default=1, ge=0, description="Re-asks after unusable JSON.")
+    # The same settings as CUEConfig's graph section (described there), with the
+    # defaults of an extractor made on its own: alpha = 0, title entities.
+    alpha: float = Field(default=0.0, ge=0.0, le=1.0)
+    selection: Literal["bleu", "cos", "random"] = "bleu"
+    bleu_max_n: int = Field(default=4, gt=0)
+    knapsack_max_cells: int = Field(default=50_000_000, gt=0)
+    seed: int = 0
+    spacy_model: str | None = None
+    entity_labels: list[str] | None = Field(default_factory=lambda: sorted(DEFAULT_ENTITY_LABELS))
+    title_entity: bool = True
+    title_key: str = "title"
+    sentence_splitter: Literal["rule", "model"] = "rule"
+    min_unit_chars: int = Field(default=3, gt=0)
+    nlp_processes: int = Field(default=1, ge=1)
+    repair_attempts: int = Field(default=1, ge=0)
     show_progress: bool = Field(default=False, description="Show progress bars.")
     llm: SerializeAsAny[LLM] | None = Field(
         default=None, description="Extraction LLM (resolved only when alpha > 0).", exclude=True
@@ -198,15 +143,6 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         self._steps = steps
         if choice is not None and (self.llm is None or self.llm is choice.llm):
             self._choice = choice
-
-    def settings(self) -> dict[str, Any]:
-        """The JSON-ready settings (what an index stores in its manifest)."""
-        # Resources (progress bars, processes) do not change what is built: not settings.
-        data = self.model_dump(
-            exclude={"llm", "embed_model", "show_progress", "nlp_processes", "callback_manager"}
-        )
-        data.pop("class_name", None)
-        return data
 
     # ------------------------------------------------------------ selection
 

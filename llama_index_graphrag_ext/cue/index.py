@@ -34,29 +34,41 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.persist import read_json, write_json
+from ..core.text.parallel import available_processes
 from ..core.vectors import InMemoryVectorTable
-from ..core.windows import ChunkWindows, chunk_of, window_rows, windows_missing
+from ..core.windows import ChunkWindows, chunk_of, window_rows
+from .config import CUEConfig
 from .extractor import KnowledgeUnitExtractor
-from .layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, LayerGrowth, Layers, entity_id
+from .layers import LayerGrowth, Layers
 from .llm_units import STEP as UNIT_STEP
+from .prompts import CUE_ANSWER_PROMPT
+from .retriever import QIterRetriever
 from .vectors import index_vectors
 from .view import CueGraphView, view_from_pairs
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "CHUNK",
-    "ENTITY",
-    "HAS_UNIT",
-    "MENTIONS",
-    "UNIT",
-    "MultiPartiteIndex",
-    "entity_id",
-]
-
 _STATS_FILE = "cue_stats.json"
-#: The vector table of long chunks' windows (absent from indexes persisted before it).
+#: The vector table of long chunks' windows.
 _WINDOWS = "chunk_windows"
+#: The extractor's fields that are settings of :class:`.CUEConfig` (the rest are objects).
+_EXTRACTOR_FIELDS = tuple(
+    f for f in KnowledgeUnitExtractor.model_fields if f in CUEConfig.field_sections()
+)
+
+
+def make_extractor(config: CUEConfig) -> KnowledgeUnitExtractor:
+    """The knowledge-unit extractor a config describes."""
+    values = {**config.graph.model_dump(), **config.llm.llm_settings()}
+    values["nlp_processes"] = values["nlp_processes"] or available_processes()
+    return KnowledgeUnitExtractor(**values)
+
+
+def _extractor_settings(extractor: KnowledgeUnitExtractor, config: CUEConfig) -> dict[str, Any]:
+    """The settings of ``extractor`` that differ from ``config``'s."""
+    flat = config.flat()
+    mine = {k: getattr(extractor, k) for k in _EXTRACTOR_FIELDS}
+    return {k: v for k, v in mine.items() if v != flat[k]}
 
 
 class MultiPartiteIndex(GraphIndexBase):
@@ -64,35 +76,35 @@ class MultiPartiteIndex(GraphIndexBase):
 
     Build it like any LlamaIndex index::
 
-        index = MultiPartiteIndex.from_documents(docs, transformations=[PassageParser()])
-        index = MultiPartiteIndex.from_documents(docs, alpha=0.5, llm=my_llm)
+        index = MultiPartiteIndex(nodes, config="default")  # LLM-free (alpha = 0)
+        index = MultiPartiteIndex(nodes, config="paper", llm=my_llm)  # the LLM writes units
 
     The graph is held as arrays (:mod:`.layers`); :attr:`graph` makes a
     :class:`~llama_index_graphrag_ext.core.graph.TypedGraph` of it on demand.
 
     Args:
         nodes: Chunk nodes.
-        extractor: The :class:`.KnowledgeUnitExtractor`; built from ``alpha``,
-            ``selection`` and the other extractor settings when omitted.
-        **kwargs: Extractor settings (``alpha``, ``selection``, ``spacy_model``,
-            ``title_entity``, ``cache_path``, ...) and the
-            :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase` arguments
-            (``embed_model``, ``llm``, ``callback_manager``, ``show_progress``, ...).
+        config: A :class:`~.config.CUEConfig` or preset name: ``default`` (LLM-free,
+            the measured setting), ``paper`` (alpha = 1 and the LLM's query
+            entities), ``path-weighted``.
+        extractor: A :class:`.KnowledgeUnitExtractor` to use instead of the one the
+            config describes (its settings then become the config's).
+        **kwargs: The :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`
+            arguments (``embed_model``, ``llm``, ``callback_manager``,
+            ``show_progress``, ...) and config fields by name.
     """
 
     index_kind = "cue-multipartite"
-    format_version = 1
+    format_version = 2
+    config_class = CUEConfig
     #: Chunks whose units are made at a time while building (see :class:`.ExtractionRun`).
     extract_batch: int = 256
 
-    # Indexes persisted before the setting existed split sentence units with the parser.
-    config_before = {"sentence_splitter": "model"}
-
-    def _configure(self, extractor: KnowledgeUnitExtractor | None = None, **settings: Any) -> None:
+    def _configure(self, extractor: KnowledgeUnitExtractor | None = None) -> None:
         if extractor is None:
-            extractor = KnowledgeUnitExtractor(**settings)
-        elif settings:
-            raise TypeError(f"pass settings either to the extractor or here, not both: {settings}")
+            extractor = make_extractor(self.config)
+        else:
+            self.config = self.config.updated(_extractor_settings(extractor, self.config))
         self.extractor = extractor
         self._layers = Layers()
         # Set only while a persisted graph is being read back (see _load_state).
@@ -105,9 +117,6 @@ class MultiPartiteIndex(GraphIndexBase):
         self._windows = InMemoryVectorTable()
         self._view: CueGraphView | None = None
         self.build_stats: dict[str, Any] = {}
-
-    def config(self) -> dict[str, Any]:
-        return self.extractor.settings()
 
     # ----------------------------------------------------------------- build
 
@@ -159,9 +168,9 @@ class MultiPartiteIndex(GraphIndexBase):
                 chunk_texts,
                 growth.last_batch(units_before, entities_before),
                 first_row + start,
-                units=self.extractor.unit_vectors,
-                entities=self.extractor.entity_vectors,
-                on_unavailable=self.extractor.late_fallback,
+                units=self.config.vectors.unit_vectors,
+                entities=self.config.vectors.entity_vectors,
+                on_unavailable=self.config.vectors.late_fallback,
                 show_progress=progress,
             )
             *vectors, windows = vectors
@@ -253,9 +262,8 @@ class MultiPartiteIndex(GraphIndexBase):
         """The chunk-unit-entity graph as a :class:`TypedGraph` (for ``viz`` and persistence).
 
         Made on demand from the arrays the index keeps (:mod:`.layers`), and kept
-        only while a caller holds it: a networkx graph of the whole index costs
-        about half as much memory as all its vectors. It is a snapshot: after an
-        insert or delete, ask for it again.
+        only while a caller holds it (a networkx graph of the whole index is
+        large). It is a snapshot: after an insert or delete, ask for it again.
         """
         with self._lock:
             graph = self._graph_ref() if self._graph_ref is not None else None
@@ -323,10 +331,7 @@ class MultiPartiteIndex(GraphIndexBase):
         self._units = InMemoryVectorTable.load(folder, "units")
         self._entities = InMemoryVectorTable.load(folder, "entities")
         self._chunks = InMemoryVectorTable.load(folder, "chunks")
-        windows_kept = (folder / f"{_WINDOWS}.ids.json").is_file()
-        self._windows = (
-            InMemoryVectorTable.load(folder, _WINDOWS) if windows_kept else InMemoryVectorTable()
-        )
+        self._windows = InMemoryVectorTable.load(folder, _WINDOWS)
         for table in (self._units, self._entities, self._chunks):
             if len(table) and table.dim != self._embed_dim():
                 raise ValueError(
@@ -335,8 +340,6 @@ class MultiPartiteIndex(GraphIndexBase):
                 )
         if (folder / _STATS_FILE).is_file():
             self.build_stats = read_json(folder / _STATS_FILE)
-        if not windows_kept and len(self._chunks):
-            windows_missing("CUE-RAG", folder, len(self._chunks), self.build_stats)
         # The base class read graph.json.gz into self._graph: keep its arrays, drop it.
         graph, self._graph = self._graph, None
         if graph is not None:
@@ -354,17 +357,13 @@ class MultiPartiteIndex(GraphIndexBase):
 
     # --------------------------------------------------------------- engines
 
-    def as_retriever(self, **kwargs: Any):
-        """A :class:`.QIterRetriever` over this index (keyword arguments go to it)."""
-        from .retriever import QIterRetriever
-
+    def as_retriever(self, **kwargs: Any) -> QIterRetriever:
+        """A :class:`.QIterRetriever` with the index's config (``kwargs`` override it)."""
         kwargs.setdefault("callback_manager", self._callback_manager)
         return QIterRetriever(self, **kwargs)
 
     def as_query_engine(self, llm=None, **kwargs: Any):
-        """A ``RetrieverQueryEngine`` over :class:`.QIterRetriever` with CUE's answer prompt."""
-        from .prompts import CUE_ANSWER_PROMPT
-
+        """A ``RetrieverQueryEngine`` over :meth:`as_retriever` with CUE's answer prompt."""
         kwargs.setdefault("text_qa_template", CUE_ANSWER_PROMPT)
         return super().as_query_engine(llm=llm, **kwargs)
 

@@ -3,12 +3,10 @@
 Why not a :class:`~..core.graph.TypedGraph`: Q-Iter reads the graph through
 the array view (:mod:`.view`), and a networkx multigraph of every chunk, unit
 and entity (a dict per node, two dicts per edge, a fresh id string per edge
-end) was 30 MB of live objects at 4,000 chunks, half as much as all the
-vectors (tracemalloc, ``cue-0.0``). Here each edge is two int32s and each unit
-or entity a few list slots, and the :class:`TypedGraph` is made only when
-someone asks for it (``MultiPartiteIndex.graph``: ``graphrag-ext viz``,
-persistence). Measured on the ``graphrag-ext scale`` corpus at 4,000 chunks,
-memory retained by the build went from 152 to 117 MB (65.8 MB of vectors).
+end) costs a large share of the index's memory (``docs/scaling.md``). Here each
+edge is two int32s and each unit or entity a few list slots, and the
+:class:`TypedGraph` is made only when someone asks for it
+(``MultiPartiteIndex.graph``: ``graphrag-ext viz``, persistence).
 
 Rows follow the index's vector tables: unit row ``i`` is row ``i`` of the unit
 table, and likewise for entities and chunks. Like the tables, a
@@ -48,8 +46,7 @@ class Layers:
         unit_texts: Per unit row, its statement (packed).
         unit_from_llm: Per unit row, whether the LLM wrote it (else it is a sentence).
         entity_names: Per entity row, the surface form seen first, packed. (The normalised
-            key is not kept: the entity's id, ``entity:<key>``, holds it already;
-            a second string per entity was 4 MB of 98 retained at 4,000 chunks.)
+            key is not kept: the entity's id, ``entity:<key>``, holds it already.)
         entity_labels: Per entity row, the spaCy label (or ``TITLE``), interned.
         unit_chunk: ``(m, 2)`` int32 ``(unit row, chunk row)`` pairs (E_c), sorted.
         unit_entity: ``(m, 2)`` int32 ``(unit row, entity row)`` pairs (E_e), sorted.

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -23,31 +23,24 @@ from ..core.embeddings import embed_query, embed_texts, top_k_of_scores
 from ..core.llm import (
     LLMCaller,
     LLMFallbackError,
-    LLMSettings,
     LLMSteps,
     UsageMeter,
     choose_llm,
     reason_of,
+    writes_json,
 )
 from ..core.nodes import require_query, with_evidence
 from ..core.text import extract_entities, load_spacy, normalize_entity
+from .config import CUEConfig
 from .prompts import QUERY_ENTITY_PROMPT
 from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
 from .scoring import EmbeddingScorer, QIterScorer, as_scorer
 from .view import CueGraphView
 
-if TYPE_CHECKING:
-    from .index import MultiPartiteIndex
-
 logger = logging.getLogger(__name__)
 
 _WORD_RE = re.compile(r"[^\W_]+(?:['\u2019.\-][^\W_]+)*\.?")
 _MAX_GAZETTEER_WORDS = 8
-
-
-#: The default scorer's weight of query-word coverage on paths (chosen on 2wiki-101:
-#: docs/methods/cue.md, "Presets").
-DEFAULT_LEXICAL_WEIGHT = 0.8
 
 #: The LLM step's name in the step ledger.
 STEP = "query-entities"
@@ -63,12 +56,12 @@ class _ChunkTexts(Sequence[str]):
     """The candidate chunks' texts, fetched from the docstore only if a scorer reads them.
 
     Every unit on a kept path brings all its chunks as candidates, and a shared
-    unit can sit in many chunks, so there are several times ``top_n`` candidates.
+    unit can sit in many chunks, so there are several times N candidates.
     The default embedding scorer never reads their texts: fetching (and
     deserialising) only the chunks returned saves that work per query.
     """
 
-    def __init__(self, index: MultiPartiteIndex, cids: list[str]) -> None:
+    def __init__(self, index: Any, cids: list[str]) -> None:
         self._index = index
         self._cids = cids
         self._nodes: dict[str, BaseNode] | None = None
@@ -99,122 +92,91 @@ class QIterRetriever(BaseRetriever):
 
     Args:
         index: The :class:`.MultiPartiteIndex`.
-        top_k: K: entity matches per query entity, anchor units, and units
-            expanded per state (paper: 3).
-        depth: D: search depth (paper: 3).
-        beam: M: paths kept per depth (paper: 5; the default, 10, was chosen on
-            2wiki-101 for ten returned chunks).
-        top_n: N: chunks returned (paper: 5).
-        use_sa: Spreading Activation (query entities -> entity nodes).
-        use_ka: Knowledge Anchoring (query -> top-K units -> their entities).
-        use_qu: Query updating (``phi' = phi - phi(k)``).
-        query_entities: ``"spacy"`` (spaCy NER plus exact matches of query
-            n-grams against the entity vocabulary; LLM-free) or ``"llm"`` (the
-            paper's choice). With ``"llm"`` the LLM is picked once, here; the
-            embedded SmolLM2 (no JSON) or no LLM at all makes the step spaCy's,
-            with a warning, and a query whose LLM reply fails gets spaCy's
-            entities (counted in :attr:`llm_steps`; an error with
-            ``on_llm_failure="raise"``).
+        config: A :class:`~.config.CUEConfig` or preset name (default: the index's);
+            its ``retrieval`` and ``llm`` sections are used.
+        similarity_top_k: N, chunks returned (default: the config's).
         reranker: R(q, .): any LlamaIndex reranking postprocessor or a
-            :class:`.QIterScorer`; ``None`` uses embedding cosine (see :mod:`.scoring`).
-        lexical_weight: With the default scorer, adds this weight times the
-            IDF-weighted share of the query's content words a path's units
-            contain to the path's cosine (:mod:`.lexical`); 0 is cosine alone,
-            ``None`` is :data:`DEFAULT_LEXICAL_WEIGHT` (0.8, chosen on 2wiki-101).
-        path_weight: Adds ``path_weight x`` the best kept path score citing a
-            chunk to its final score R(q, t). 0 is the paper (chunks ranked by
-            R(q, t) alone); the default, 0.25 (chosen on 2wiki-101), lets the
-            path that reached a bridge passage lift it above passages that only
-            resemble the question.
-        long_chunks: With the default scorer, how R(q, t) reads a chunk longer
-            than the embedder's window: ``"best-window"`` (ours, the default) scores
-            it by its best window, ``"pooled"`` by its one pooled vector
-            (:mod:`~..core.windows`; a chunk within the window is unaffected).
-        fill: ``"dense"`` tops the result up to ``top_n`` with the chunks nearest
-            the query when the paths cite fewer (marked in the evidence); ``"none"``
-            returns only path chunks.
-        llm: LLM for ``query_entities="llm"``; without one, the index's (the suite's rule).
-        max_attempts, timeout, on_llm_failure, cache_path: The LLM call
-            settings (see :class:`~..core.llm.LLMSettings`).
+            :class:`.QIterScorer`, instead of the embedding scorer (:mod:`.scoring`;
+            ``lexical_weight`` and ``long_chunks`` are the embedding scorer's).
+        llm: LLM for the query entities; without one, the index's (the suite's rule).
+            With ``query_entities="llm"`` it is picked once, here; one that cannot
+            write JSON (the embedded SmolLM2), or none, makes the step spaCy's with
+            a warning, and a query whose reply fails gets spaCy's entities (counted
+            in :attr:`llm_steps`; an error with ``on_llm_failure="raise"``).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
+        **overrides: Retrieval and LLM fields of the config by name (``M=8``,
+            ``use_sa=False``, ``query_entities="llm"``).
     """
 
     def __init__(
         self,
-        index: MultiPartiteIndex,
+        index: Any,
         *,
-        top_k: int = 3,
-        depth: int = 3,
-        beam: int = 10,
-        top_n: int = 5,
-        use_sa: bool = True,
-        use_ka: bool = True,
-        use_qu: bool = True,
-        query_entities: Literal["spacy", "llm"] = "spacy",
+        config: CUEConfig | str | None = None,
+        similarity_top_k: int | None = None,
         reranker: BaseNodePostprocessor | QIterScorer | None = None,
-        lexical_weight: float | None = None,
-        path_weight: float = 0.25,
-        long_chunks: Literal["best-window", "pooled"] = "best-window",
-        fill: Literal["dense", "none"] = "dense",
         llm: LLM | None = None,
-        max_attempts: int = 3,
-        timeout: float | None = 60.0,
-        on_llm_failure: str = "fallback",
-        cache_path: str | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        **overrides: Any,
     ) -> None:
-        for name, value in (("top_k", top_k), ("depth", depth), ("beam", beam), ("top_n", top_n)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if query_entities not in ("spacy", "llm"):
-            raise ValueError(f"query_entities must be 'spacy' or 'llm', got {query_entities!r}")
-        if fill not in ("dense", "none"):
-            raise ValueError(f"fill must be 'dense' or 'none', got {fill!r}")
-        if path_weight < 0:
-            raise ValueError("path_weight must be >= 0")
-        if lexical_weight is not None and reranker is not None:
+        if reranker is not None and "lexical_weight" in overrides:
             raise ValueError(
                 "lexical_weight applies to the default embedding scorer, not reranker="
             )
-        if lexical_weight is None:
-            lexical_weight = DEFAULT_LEXICAL_WEIGHT
+        if similarity_top_k is not None:
+            overrides["N"] = similarity_top_k
+        base = index.config if config is None else CUEConfig.resolve(config)
+        self.config = base.at_query_time(overrides)
+        self.params = params = self.config.retrieval
         self._index = index
-        self.top_k, self.depth, self.beam, self.top_n = top_k, depth, beam, top_n
-        self.use_sa, self.use_ka, self.use_qu = use_sa, use_ka, use_qu
-        self.query_entities = query_entities
         self.scorer = (
             as_scorer(reranker)
             if reranker is not None
-            else EmbeddingScorer(lexical_weight, long_chunks=long_chunks)
+            else EmbeddingScorer(params.lexical_weight, long_chunks=params.long_chunks)
         )
-        self.path_weight = float(path_weight)
-        self.fill = fill
         self._entity_prompt: BasePromptTemplate = QUERY_ENTITY_PROMPT
-        self._labels = index.extractor.entity_labels
-        self._spacy_model = index.extractor.spacy_model
-        self.llm_settings = LLMSettings(
-            max_concurrency=1,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            on_llm_failure=on_llm_failure,
-            cache_path=cache_path,
-        )
+        # The index's NER settings: the question's entities are found as its units' were.
+        self._labels = index.config.graph.entity_labels
+        self._spacy_model = index.config.graph.spacy_model
+        self.llm_settings = self.config.llm.model_copy(update={"max_concurrency": 1})
         #: The query-entity step's LLM, tier and per-query fallbacks.
         self.llm_steps = LLMSteps("CUE QIterRetriever")
         self._caller: LLMCaller | None = None
-        if query_entities == "llm":  # resolved once, here, never per query
-            choice = choose_llm(llm) if llm is not None else index.llm_choice
-            planned = self.llm_steps.plan(
-                STEP,
-                choice,
-                needs="json",
-                stand_in="spaCy entities",
-                on_failure=self.llm_settings.on_llm_failure,
-            )
-            if planned is not None:
-                self._caller = self.llm_settings.new_caller(planned)
+        #: ``"llm"`` or ``"spacy"``: where this retriever's query entities come from.
+        self.query_entities = params.query_entities
+        if self.query_entities != "spacy":  # resolved once, here, never per query
+            self._plan_query_entities(llm, index)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def similarity_top_k(self) -> int:
+        """N."""
+        return self.params.N
+
+    def _plan_query_entities(self, llm: LLM | None, index: Any) -> None:
+        choice = choose_llm(llm) if llm is not None else None
+        if self.query_entities == "auto":
+            # The rule of earlier releases: the LLM's entities where it wrote the units.
+            if index.config.graph.alpha > 0:
+                choice = choice or index.llm_choice
+                if writes_json(choice.llm):
+                    self.query_entities = "llm"
+            if self.query_entities == "auto":
+                self.query_entities = "spacy"
+                self.llm_steps.chose_llm_free(
+                    STEP, "spaCy entities", "query_entities='auto' without LLM units or JSON"
+                )
+                return
+        planned = self.llm_steps.plan(
+            STEP,
+            choice or index.llm_choice,
+            needs="json",
+            stand_in="spaCy entities",
+            on_failure=self.llm_settings.on_llm_failure,
+        )
+        if planned is not None:
+            self._caller = self.llm_settings.new_caller(planned)
 
     @property
     def usage(self) -> UsageMeter:
@@ -313,11 +275,11 @@ class QIterRetriever(BaseRetriever):
             view,
             query_vec,
             entity_vecs,
-            self.top_k,
+            self.params.K,
             entity_search=index.searcher("entities", view, view.entity_ids, view.entity_matrix),
             unit_search=index.searcher("units", view, view.unit_ids, view.unit_matrix),
-            use_sa=self.use_sa,
-            use_ka=self.use_ka,
+            use_sa=self.params.use_sa,
+            use_ka=self.params.use_ka,
         )
         kept = beam_search(
             view,
@@ -325,10 +287,10 @@ class QIterRetriever(BaseRetriever):
             query_vec,
             anchoring.seeds,
             self.scorer,
-            top_k=self.top_k,
-            depth=self.depth,
-            beam=self.beam,
-            use_qu=self.use_qu,
+            top_k=self.params.K,
+            depth=self.params.D,
+            beam=self.params.M,
+            use_qu=self.params.use_qu,
             # Knowledge Anchoring's cosines: no second product over the units
             unit_scores=anchoring.unit_scores,
         )
@@ -355,10 +317,11 @@ class QIterRetriever(BaseRetriever):
         cids = [view.chunk_ids[r] for r in rows]
         texts = _ChunkTexts(self._index, cids)
         scores = np.asarray(self.scorer.score_chunks(query, query_vec, view, rows, texts), float)
-        if self.path_weight:
+        top_n, path_weight = self.params.N, self.params.path_weight
+        if path_weight:
             best = np.array([max(p.score for p in paths_of[r]) for r in rows], dtype=float)
-            scores = scores + self.path_weight * best
-        order, _ = top_k_of_scores(scores, self.top_n)
+            scores = scores + path_weight * best
+        order, _ = top_k_of_scores(scores, top_n)
         chunks = texts.nodes([cids[i] for i in order.tolist()])
         entity_names = view.entity_names
         results: list[NodeWithScore] = []
@@ -386,16 +349,16 @@ class QIterRetriever(BaseRetriever):
                 "seed_entities": seeds[:20],
             }
             results.append(with_evidence(chunks[cid], float(scores[i]), evidence))
-        if self.fill == "dense" and len(results) < self.top_n and len(view.chunk_ids):
+        if self.params.fill == "dense" and len(results) < top_n and len(view.chunk_ids):
             have = {r.node.node_id for r in results}
             search = self._index.searcher("chunks", view, view.chunk_ids, view.chunk_matrix)
-            idx, vals = search(query_vec, self.top_n + len(have))
+            idx, vals = search(query_vec, top_n + len(have))
             extra = [
                 (view.chunk_ids[j], float(s))
                 for j, s in zip(idx.tolist(), vals.tolist(), strict=True)
                 if view.chunk_ids[j] not in have
             ]
-            extra = extra[: self.top_n - len(results)]
+            extra = extra[: top_n - len(results)]
             nodes = {n.node_id: n for n in self._index.get_chunks([c for c, _ in extra])}
             for cid, s in extra:
                 evidence = {
@@ -416,7 +379,7 @@ class QIterRetriever(BaseRetriever):
             return []
         query_vec = embed_query(self._index.embed_model, query)
         entity_vecs: dict[str, np.ndarray] = {}
-        if self.use_sa:
+        if self.params.use_sa:
             names = self._query_entity_names(query, view)
             missing = self._missing(names, view)
             embedded = embed_texts(self._index.embed_model, missing) if missing else None

@@ -8,7 +8,7 @@ three strategies of §4.3). The chunks sent to the LLM are the set maximising
 The solver (the paper only cites Sahni 1975) is a dynamic programme over
 capacities, vectorised with numpy, one row of "take" bits per item for the
 backtrack. An exact table over raw token counts is ``n x W`` cells, too big for a
-real corpus (about 6k chunks x 300k tokens on 2wiki), so weights are rounded
+real corpus (thousands of chunks x hundreds of thousands of tokens), so weights are rounded
 **up** to a granularity ``g`` chosen to keep the table under ``max_cells``:
 
 * the answer is always feasible: rounded weights only over-count;

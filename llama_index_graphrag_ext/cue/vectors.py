@@ -193,8 +193,8 @@ def _find(text: str, unit: str, start: int) -> tuple[int, int] | None:
     words = unit.split()
     if not words:
         return None
-    # A plain search first: compiling a pattern per unit and name cost 12 s of a 70 s
-    # musique-100 build, and nearly every unit and name is a verbatim substring.
+    # A plain search first: compiling a pattern per unit and name is slow, and nearly
+    # every unit and name is a verbatim substring.
     at = text.find(unit, start)
     if at < 0:
         at = text.find(unit)

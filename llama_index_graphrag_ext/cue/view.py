@@ -8,10 +8,7 @@ need no lock.
 
 The three adjacencies are :class:`Adjacency` objects (compressed sparse rows):
 two flat int arrays instead of one small numpy array (about 100 bytes of object
-each) or tuple per row, which for the 41,000 units and entities of a
-4,000-chunk corpus was 4 MB of headers around 0.6 MB of edges. With them (and
-chunk rows instead of chunk ids) the first query's view added 2.3 MB to the
-process instead of 6.1 MB at that size.
+each) or tuple per row, whose headers would outweigh the edges many times.
 """
 
 from __future__ import annotations

@@ -82,7 +82,9 @@ def test_shared_resources_build_the_same_indexes_for_less(bow_embed, tmp_path):
         return cue, chain
 
     def ranked(index):
-        return [r.node.ref_doc_id for r in index.as_retriever(top_n=3).retrieve(QUESTION)]
+        return [
+            r.node.ref_doc_id for r in index.as_retriever(similarity_top_k=3).retrieve(QUESTION)
+        ]
 
     separate = build(bow_embed)
     shared = SharedResources(bow_embed, cache_dir=tmp_path)

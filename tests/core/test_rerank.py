@@ -66,7 +66,7 @@ def test_small_top_n_shrinks_nothing_in_qcg_cue_and_chainrag(bow_embed):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
     cue = MultiPartiteIndex.from_documents(DOCS, embed_model=bow_embed, transformations=parser)
-    cue_hits = cue.as_retriever(top_n=4, reranker=WordOverlap()).retrieve(QUESTION)
+    cue_hits = cue.as_retriever(similarity_top_k=4, reranker=WordOverlap()).retrieve(QUESTION)
     assert len(cue_hits) == 4
 
     chain = SentenceGraphIndex.from_documents(DOCS, embed_model=bow_embed, transformations=parser)

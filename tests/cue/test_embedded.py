@@ -31,7 +31,7 @@ def test_embedded_minilm_and_smollm2_end_to_end(minilm):
         DOCS, transformations=[PassageParser()], embed_model=minilm, llm=llm, alpha=1.0
     )
     assert index.stats()["extraction"]["chunks_fallback"] == 3
-    engine = index.as_query_engine(llm=llm, top_n=2)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=2)
     response = engine.query("Where was Steve Hillage born?")
     assert str(response).strip()
     assert response.source_nodes[0].node.ref_doc_id == "h"

@@ -10,7 +10,8 @@ from llama_index.core.schema import Document, NodeRelationship
 from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
-from llama_index_graphrag_ext.cue.extractor import KnowledgeUnitExtractor, unit_id
+from llama_index_graphrag_ext.cue.extractor import KnowledgeUnitExtractor
+from llama_index_graphrag_ext.cue.units import unit_id
 
 DOCS = [
     Document(
@@ -66,8 +67,6 @@ def test_sentence_units_come_from_punctuation_rules_unless_the_parser_is_asked()
     nodes = PassageParser().get_nodes_from_documents([doc])
     rule = KnowledgeUnitExtractor()
     model = KnowledgeUnitExtractor(sentence_splitter="model")
-    assert rule.settings()["sentence_splitter"] == "rule"  # persisted: it changes the units
-    assert model.settings()["sentence_splitter"] == "model"
     ruled = [u.text for u in rule.extract(nodes).units[0]]
     assert "Produced by Nick Mason." in ruled
     keys = lambda us: {e.key for u in us for e in u.entities}  # noqa: E731
@@ -77,7 +76,7 @@ def test_sentence_units_come_from_punctuation_rules_unless_the_parser_is_asked()
         KnowledgeUnitExtractor(sentence_splitter="nltk")
 
 
-def test_worker_processes_make_the_same_units_and_are_not_a_setting(pools_started):
+def test_worker_processes_make_the_same_units(pools_started):
     many = chunks() * 20  # more chunks than one worker task
     parallel = KnowledgeUnitExtractor(nlp_processes=2)
     pooled = parallel.extract(many)
@@ -86,9 +85,6 @@ def test_worker_processes_make_the_same_units_and_are_not_a_setting(pools_starte
     assert [[(u.text, u.entities) for u in us] for us in pooled.units] == [
         [(u.text, u.entities) for u in us] for us in alone.units
     ]
-    # A resource, not part of what is built: indexes persist the same settings.
-    assert "nlp_processes" not in parallel.settings()
-    assert parallel.settings() == KnowledgeUnitExtractor().settings()
 
 
 def test_alpha_one_sends_every_chunk_to_the_llm_and_parses_units():

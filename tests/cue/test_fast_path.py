@@ -281,7 +281,7 @@ def test_only_returned_chunks_are_fetched_when_the_scorer_ignores_texts(small_in
 
     monkeypatch.setattr(small_index, "get_chunks", counting)
     question = "Where was the guitarist of Green born?"
-    results = small_index.as_retriever(top_n=2, fill="none").retrieve(question)
+    results = small_index.as_retriever(similarity_top_k=2, fill="none").retrieve(question)
     assert len(results) == 2
     assert fetched == [[r.node.node_id for r in results]]
 
@@ -289,7 +289,9 @@ def test_only_returned_chunks_are_fetched_when_the_scorer_ignores_texts(small_in
 def test_a_scorer_that_reads_texts_gets_every_candidate_text(small_index):
     scorer = TextLengthScorer()
     question = "Where was the guitarist of Green born?"
-    retriever = small_index.as_retriever(top_n=2, fill="none", reranker=scorer, path_weight=0.0)
+    retriever = small_index.as_retriever(
+        similarity_top_k=2, fill="none", reranker=scorer, path_weight=0.0
+    )
     results = retriever.retrieve(question)
     texts = {n.get_content() for n in small_index.get_chunks(small_index.chunk_ids())}
     assert len(scorer.seen) >= 2 and set(scorer.seen) <= texts

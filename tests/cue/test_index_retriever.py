@@ -14,7 +14,8 @@ from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue import MultiPartiteIndex, QIterRetriever
-from llama_index_graphrag_ext.cue.index import CHUNK, ENTITY, UNIT, entity_id
+from llama_index_graphrag_ext.cue.layers import CHUNK, ENTITY, UNIT
+from llama_index_graphrag_ext.cue.view import entity_id
 
 DOCS = [
     Document(
@@ -62,7 +63,7 @@ def test_three_layers_and_two_edge_kinds(index):
 
 
 def test_retrieval_follows_the_entity_chain_and_explains_itself(index):
-    results = index.as_retriever(top_n=4, fill="none").retrieve(QUESTION)
+    results = index.as_retriever(similarity_top_k=4, fill="none").retrieve(QUESTION)
     by_id = {r.node.ref_doc_id: r.node.metadata["evidence"] for r in results}
     assert {"green", "hillage", "chingford"} <= set(by_id)
     # Chingford's chunk shares no word with the question: only the path reaches it,
@@ -71,7 +72,7 @@ def test_retrieval_follows_the_entity_chain_and_explains_itself(index):
     assert any("He was born in Chingford." in p["units"] for p in paths)
     assert any(h["entity"] == "Steve Hillage" for p in paths for h in p["hops"])
     # with path evidence in the final score the chain outranks the distractor
-    weighted = ranked(index, top_n=3, path_weight=1.0)
+    weighted = ranked(index, similarity_top_k=3, path_weight=1.0)
     assert set(weighted) == {"green", "hillage", "chingford"}
     ev = results[0].node.metadata["evidence"]
     assert ev["method"] == "cue-qiter" and ev["source"] == "paths"
@@ -81,19 +82,19 @@ def test_retrieval_follows_the_entity_chain_and_explains_itself(index):
 
 
 def test_fill_tops_up_with_dense_and_none_does_not(index):
-    few = index.as_retriever(top_n=4, depth=1, beam=1, top_k=1, use_ka=False)
+    few = index.as_retriever(similarity_top_k=4, D=1, M=1, K=1, use_ka=False)
     results = few.retrieve("Paris capital")
     assert len(results) == 4
     assert {r.node.metadata["evidence"]["source"] for r in results} == {"paths", "dense-fill"}
-    only = index.as_retriever(top_n=4, depth=1, beam=1, top_k=1, use_ka=False, fill="none")
+    only = index.as_retriever(similarity_top_k=4, D=1, M=1, K=1, use_ka=False, fill="none")
     assert all(r.node.metadata["evidence"]["source"] == "paths" for r in only.retrieve("Paris"))
 
 
 def test_ablation_switches_change_the_anchors(index):
-    full = index.as_retriever(top_n=4).retrieve(QUESTION)[0].node.metadata["evidence"]
-    no_sa = index.as_retriever(top_n=4, use_sa=False).retrieve(QUESTION)[0]
+    full = index.as_retriever(similarity_top_k=4).retrieve(QUESTION)[0].node.metadata["evidence"]
+    no_sa = index.as_retriever(similarity_top_k=4, use_sa=False).retrieve(QUESTION)[0]
     assert full["query_entities"] and not no_sa.node.metadata["evidence"]["query_entities"]
-    no_both = index.as_retriever(top_n=4, use_sa=False, use_ka=False, fill="none")
+    no_both = index.as_retriever(similarity_top_k=4, use_sa=False, use_ka=False, fill="none")
     assert no_both.retrieve(QUESTION) == []  # nothing to anchor on
 
 
@@ -108,7 +109,7 @@ def test_delete_keeps_shared_entities_and_drops_orphans(index):
     assert not g.has_node(forest)  # only the deleted chunk mentioned it
     assert g.has_node(chingford)  # "He was born in Chingford." still mentions it
     assert g.has_node(hillage)
-    assert "chingford" not in ranked(index, top_n=4)
+    assert "chingford" not in ranked(index, similarity_top_k=4)
     index.delete_ref_doc("hillage")
     g = index.graph
     assert not g.has_node(chingford) and g.has_node(hillage)  # Green's unit still names him
@@ -135,52 +136,39 @@ def test_insert_is_incremental_and_idempotent(index):
     index.insert(doc)
     index.insert(doc)
     assert index.stats()["chunks"] == 5 and index.stats()["units"] > before
-    assert ranked(index, "Lyon city", top_n=1) == ["lyon"]
+    assert ranked(index, "Lyon city", similarity_top_k=1) == ["lyon"]
 
 
 def test_persist_and_load_give_identical_retrieval(index, bow_embed, tmp_path):
     index.persist(tmp_path / "cue")
     loaded = MultiPartiteIndex.load(tmp_path / "cue", embed_model=bow_embed)
     for q in (QUESTION, "capital of France", "English guitarist"):
-        a = index.as_retriever(top_n=4).retrieve(q)
-        b = loaded.as_retriever(top_n=4).retrieve(q)
+        a = index.as_retriever(similarity_top_k=4).retrieve(q)
+        b = loaded.as_retriever(similarity_top_k=4).retrieve(q)
         assert [r.node.node_id for r in a] == [r.node.node_id for r in b]
         assert [r.score for r in a] == pytest.approx([r.score for r in b])
         assert json.dumps(a[0].node.metadata["evidence"]) == json.dumps(
             b[0].node.metadata["evidence"]
         )
     assert loaded.stats() == index.stats()
-    assert loaded.extractor.settings() == index.extractor.settings()
+    assert loaded.config == index.config
     loaded.delete_ref_doc("paris")  # stays writable
     assert loaded.stats()["chunks"] == 3
 
 
-def test_an_index_persisted_before_rule_sentences_keeps_parser_sentences(
-    index, bow_embed, tmp_path
-):
-    index.persist(tmp_path / "cue")
-    manifest = next((tmp_path / "cue").glob("manifest*.json"))
-    data = json.loads(manifest.read_text())
-    assert data["config"].pop("sentence_splitter") == "rule"
-    manifest.write_text(json.dumps(data))  # as written before the setting existed
-    loaded = MultiPartiteIndex.load(tmp_path / "cue", embed_model=bow_embed)
-    # Its units were split by the parser: chunks inserted later are split the same way.
-    assert loaded.extractor.sentence_splitter == "model"
-
-
 def test_retriever_inside_retriever_query_engine(index):
     llm = ScriptedLLM(lambda prompt: "Chingford" if "Chingford" in prompt else "unknown")
-    engine = RetrieverQueryEngine.from_args(index.as_retriever(top_n=3), llm=llm)
+    engine = RetrieverQueryEngine.from_args(index.as_retriever(similarity_top_k=3), llm=llm)
     response = engine.query(QUESTION)
     assert str(response) == "Chingford"
     assert {"green", "hillage"} <= {n.node.ref_doc_id for n in response.source_nodes}
-    qe = index.as_query_engine(llm=llm, top_n=3)
+    qe = index.as_query_engine(llm=llm, similarity_top_k=3)
     assert str(qe.query(QUESTION)) == "Chingford"
     assert "as few words as possible" in llm.calls[-1]
 
 
 def test_async_and_threads_agree_with_sync(index):
-    retriever = index.as_retriever(top_n=3)
+    retriever = index.as_retriever(similarity_top_k=3)
     sync = [r.node.node_id for r in retriever.retrieve(QUESTION)]
     async_ids = [r.node.node_id for r in asyncio.run(retriever.aretrieve(QUESTION))]
     assert async_ids == sync
@@ -193,10 +181,10 @@ def test_async_and_threads_agree_with_sync(index):
 
 def test_llm_query_entities_and_fallback(index):
     llm = ScriptedLLM({"Question: Where": '{"entities": ["Steve Hillage"]}'}, default="garbage")
-    r = index.as_retriever(top_n=3, query_entities="llm", llm=llm)
+    r = index.as_retriever(similarity_top_k=3, query_entities="llm", llm=llm)
     ev = r.retrieve(QUESTION)[0].node.metadata["evidence"]
     assert ev["query_entities"] == ["Steve Hillage"]
-    bad = index.as_retriever(top_n=3, query_entities="llm", llm=ScriptedLLM("not json"))
+    bad = index.as_retriever(similarity_top_k=3, query_entities="llm", llm=ScriptedLLM("not json"))
     ev = bad.retrieve(QUESTION)[0].node.metadata["evidence"]
     assert "Green" in ev["query_entities"] and bad.fallbacks["query_entities_llm"] == 1
 
@@ -214,7 +202,7 @@ def test_reranker_postprocessor_is_used_for_paths_and_chunks(index):
             scored = [NodeWithScore(node=n.node, score=-len(n.node.get_content())) for n in nodes]
             return sorted(scored, key=lambda n: -n.score)[: self.top_n]
 
-    retriever = index.as_retriever(top_n=3, reranker=LengthReranker())
+    retriever = index.as_retriever(similarity_top_k=3, reranker=LengthReranker())
     results = retriever.retrieve(QUESTION)
     assert len(calls) >= 2 and len(results) == 3
     assert retriever.scorer.name == "LengthReranker"
@@ -227,8 +215,8 @@ def test_reranker_postprocessor_is_used_for_paths_and_chunks(index):
 
 
 def test_bad_arguments_and_empty_queries(index):
-    with pytest.raises(ValueError):
-        QIterRetriever(index, depth=0)
+    with pytest.raises(ValueError, match="D"):
+        QIterRetriever(index, D=0)
     with pytest.raises(ValueError):
         QIterRetriever(index, query_entities="magic")
     with pytest.raises(ValueError, match="query is empty"):
@@ -245,12 +233,15 @@ def _late_and_separate(docs, embed_model):
             docs, embed_model=embed_model, transformations=[PassageParser()], **vectors
         )
 
-    return build(unit_vectors="late", entity_vectors="late"), build()
+    return (
+        build(unit_vectors="late", entity_vectors="late"),
+        build(unit_vectors="separate", entity_vectors="separate"),
+    )
 
 
 def test_late_unit_and_entity_vectors_are_pooled_from_the_chunk_pass(minilm):
     late, separate = _late_and_separate(DOCS, minilm)
-    assert late.config()["unit_vectors"] == "late"
+    assert late.config.vectors.unit_vectors == "late"
     # Every sentence unit and every entity was found in its chunk: nothing embedded alone.
     assert late.build_stats["late_spans_alone"] == 0
     assert len(late._units) == len(separate._units) and len(late._entities) == len(
@@ -305,7 +296,7 @@ def test_batches_embedded_while_the_next_are_parsed_give_the_one_batch_index(min
             **settings,
         )
 
-    whole = build()
+    whole = build(nlp_processes=1)
     monkeypatch.setattr(MultiPartiteIndex, "extract_batch", 5)
     batched = build(nlp_processes=2)  # parsed ahead in worker processes
     assert whole._layers.unit_texts == batched._layers.unit_texts

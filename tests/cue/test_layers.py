@@ -17,9 +17,8 @@ from llama_index.core.schema import Document
 from llama_index_graphrag_ext.core.graph import TypedGraph
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue import KnowledgeUnitExtractor, MultiPartiteIndex
-from llama_index_graphrag_ext.cue.index import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, entity_id
-from llama_index_graphrag_ext.cue.layers import Layers
-from llama_index_graphrag_ext.cue.view import Adjacency
+from llama_index_graphrag_ext.cue.layers import CHUNK, ENTITY, HAS_UNIT, MENTIONS, UNIT, Layers
+from llama_index_graphrag_ext.cue.view import Adjacency, entity_id
 
 DOCS = [
     Document(
@@ -179,8 +178,10 @@ def test_batched_extraction_builds_the_same_index_as_one_batch(bow_embed, monkey
         np.testing.assert_array_equal(getattr(whole, name).matrix, getattr(batched, name).matrix)
     assert whole.stats() == batched.stats()
     q = "Where was the guitarist of Green born?"
-    got = [(r.node.node_id, r.score) for r in batched.as_retriever(top_n=4).retrieve(q)]
-    assert got == [(r.node.node_id, r.score) for r in whole.as_retriever(top_n=4).retrieve(q)]
+    got = [(r.node.node_id, r.score) for r in batched.as_retriever(similarity_top_k=4).retrieve(q)]
+    assert got == [
+        (r.node.node_id, r.score) for r in whole.as_retriever(similarity_top_k=4).retrieve(q)
+    ]
 
 
 def test_extraction_run_batches_give_the_units_of_extract(extractor):
@@ -263,7 +264,7 @@ def test_a_vector_store_finds_what_memory_finds_after_a_delete(bow_embed):
     questions = ["Where was the guitarist of Green born?", "the river through Paris"]
 
     def top(index):
-        retriever = index.as_retriever(top_n=3)
+        retriever = index.as_retriever(similarity_top_k=3)
         return [[r.node.node_id for r in retriever.retrieve(q)] for q in questions]
 
     assert top(with_store) == top(memory)

@@ -9,12 +9,7 @@ import pytest
 
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.cue import MultiPartiteIndex
-from tests.long_documents import (
-    DOCS,
-    QUESTION,
-    assert_only_the_log_has_windows,
-    load_as_before_windows,
-)
+from tests.long_documents import DOCS, QUESTION, assert_only_the_log_has_windows
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +24,7 @@ def index(minilm):
 
 
 def _scores(index, **kw):
-    results = index.as_retriever(top_n=4, **kw).retrieve(QUESTION)
+    results = index.as_retriever(similarity_top_k=4, **kw).retrieve(QUESTION)
     return {r.node.ref_doc_id: r.score for r in results}
 
 
@@ -52,22 +47,22 @@ def test_best_window_lifts_the_long_chunk_the_paths_reached(index):
 
 def test_separate_vectors_embed_the_windows_and_agree_with_the_one_pass(index, minilm):
     separate = MultiPartiteIndex.from_documents(
-        DOCS, embed_model=minilm, transformations=[PassageParser()]
+        DOCS,
+        embed_model=minilm,
+        transformations=[PassageParser()],
+        unit_vectors="separate",
+        entity_vectors="separate",
     )
     a, b = index._windows, separate._windows
     assert a.ids == b.ids
     np.testing.assert_allclose(a.matrix, b.matrix, atol=1e-5)
 
 
-def test_windows_persist_leave_with_their_chunk_and_may_be_absent(index, minilm, tmp_path, caplog):
+def test_windows_persist_and_leave_with_their_chunk(index, minilm, tmp_path):
     index.persist(tmp_path / "cue")
     loaded = MultiPartiteIndex.load(tmp_path / "cue", embed_model=minilm)
     assert loaded._windows.ids == index._windows.ids
     assert _scores(loaded) == pytest.approx(_scores(index))
-    # An index persisted before windows were kept loads, and scores long chunks pooled.
-    old = load_as_before_windows(MultiPartiteIndex, tmp_path / "cue", minilm, caplog)
-    assert old.view().chunk_windows is None
-    assert _scores(old) == pytest.approx(_scores(index, long_chunks="pooled"))
     # Deleting the long document drops its windows with it.
     loaded.delete_ref_doc("log")
     assert len(loaded._windows) == 0 and loaded.view().chunk_windows is None

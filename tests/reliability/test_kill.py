@@ -109,8 +109,7 @@ def test_sigkill_leaves_the_last_persisted_index_and_resuming_finishes(
         assert final.stats()["chunks"] == TOTAL_DOCS
     else:
         assert len(final) == TOTAL_DOCS and len(set(final.chunk_ids())) == TOTAL_DOCS
-    retriever = final.as_retriever(similarity_top_k=2) if method != "cue" else None
-    retriever = retriever or final.as_retriever(top_n=2)
+    retriever = final.as_retriever(similarity_top_k=2)
     found = [r.node.ref_doc_id for r in retriever.retrieve("Cairo is the capital of Egypt")]
     assert "cairo" in found
 
