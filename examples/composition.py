@@ -48,13 +48,13 @@ def main() -> None:
             documents,
             embed_model=shared.embed_model,
             transformations=[PassageParser()],
-            preset="sentences",
+            config="default",
         )
         cue = MultiPartiteIndex.from_documents(
             documents,
             embed_model=shared.embed_model,
             transformations=[PassageParser()],
-            alpha=0.0,
+            config="default",
         )
         fg = FGRAGIndex.from_documents(
             documents,
@@ -69,7 +69,7 @@ def main() -> None:
     fused = fuse_retrievers(
         {
             "qcg": qcg.as_retriever(similarity_top_k=5),
-            "cue": cue.as_retriever(top_n=5),
+            "cue": cue.as_retriever(similarity_top_k=5),
             "bm25": BM25Retriever.from_documents(documents, similarity_top_k=5),
         },
         mode="rrf",

@@ -37,11 +37,13 @@ def main() -> None:
         Document(id_=title, text=f"{title}\n{text}", metadata={"title": title})
         for title, text in PASSAGES.items()
     ]
-    # alpha = 0: sentences as knowledge units, spaCy entities: no LLM at indexing.
-    index = MultiPartiteIndex.from_documents(docs, transformations=[PassageParser()], alpha=0.0)
+    # The measured preset: alpha = 0 (sentences as knowledge units, spaCy entities, no LLM).
+    index = MultiPartiteIndex.from_documents(
+        docs, transformations=[PassageParser()], config="default"
+    )
     print("index:", json.dumps({k: v for k, v in index.stats().items() if k != "extraction"}))
 
-    retriever = index.as_retriever(top_k=3, depth=3, beam=5, top_n=3)
+    retriever = index.as_retriever(similarity_top_k=3, K=3, D=3, M=5)
     for rank, hit in enumerate(retriever.retrieve(QUESTION), start=1):
         evidence = hit.node.metadata["evidence"]
         print(f"{rank}. {hit.node.ref_doc_id} ({hit.score:.3f}, {evidence['source']})")
@@ -52,9 +54,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         index.persist(folder)
         loaded = MultiPartiteIndex.load(folder, embed_model=index.embed_model)
-        assert [n.node.node_id for n in loaded.as_retriever(top_n=3).retrieve(QUESTION)] == [
-            n.node.node_id for n in retriever.retrieve(QUESTION)
-        ]
+        assert [
+            n.node.node_id for n in loaded.as_retriever(similarity_top_k=3).retrieve(QUESTION)
+        ] == [n.node.node_id for n in retriever.retrieve(QUESTION)]
         print("persisted and reloaded: same ranking")
 
     try:
@@ -62,7 +64,7 @@ def main() -> None:
     except MissingModelError as exc:
         print("no embedded LLM for the answer step:", exc)
         return
-    engine = index.as_query_engine(llm=llm, top_n=3)
+    engine = index.as_query_engine(llm=llm, similarity_top_k=3)
     print("answer:", str(engine.query(QUESTION)).strip())
 
 
