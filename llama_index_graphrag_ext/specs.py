@@ -58,7 +58,7 @@ RENAMED = {
     "lprag-pseudo": "lprag:pseudo",
     "lprag-pseudo-titles": "lprag",
     "lprag-pseudo-titles-tuned-musique": "lprag:short-training",
-    "fgrag-llm": "fgrag:paper",
+    "fgrag-llm": "fgrag:paper/fill=similarity",
 }
 
 

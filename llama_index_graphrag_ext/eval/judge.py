@@ -1,21 +1,11 @@
 """Pairwise LLM judging of two systems' answers [FG-RAG P §6.1, after LightRAG].
 
-For each query both systems answer; a judge LLM then compares the two answers
-on comprehensiveness, diversity, empowerment and an overall winner. Every pair
-is judged twice, once with each system as "Answer 1", so position bias cancels
-out; a criterion's win rate is a system's wins over all parsed verdicts of
-both orders (unparsed verdicts are left out and counted, as in the authors'
-evaluator). The judge's calls and tokens are counted, as are each system's
-index and query tokens.
-
-Systems (``SYSTEMS``): ``fgrag`` ([`FGRAGQueryEngine`][llama_index_graphrag_ext.fgrag.engine.FGRAGQueryEngine]
-over an [`FGRAGIndex`][llama_index_graphrag_ext.fgrag.index.FGRAGIndex]) and
-``naive`` (retrieve the top-10 chunks with a dense index, answer with the same
-LLM and the same answer instructions), both on the paper's 1200/100-token chunks.
-
-Example:
-    >>> report = run_judge("../shared/benchmarks/ultradomain-mix", a="fgrag", b="naive", limit=3)  # doctest: +SKIP
-    >>> print(format_judge_table(report))  # doctest: +SKIP
+A judge LLM compares the two answers on comprehensiveness, diversity,
+empowerment and overall. Every pair is judged twice, once in each order, so
+position bias cancels out; unparsed verdicts are left out and counted, as in
+the authors' evaluator. Systems (``SYSTEMS``): ``fgrag``
+([`FGRAGQueryEngine`][llama_index_graphrag_ext.fgrag.engine.FGRAGQueryEngine])
+and ``naive`` (dense top-10 chunks, same LLM and answer instructions).
 """
 
 from __future__ import annotations
@@ -54,9 +44,6 @@ CRITERIA = ("comprehensiveness", "diversity", "empowerment", "overall")
 
 #: Answerer: question -> answer text.
 Answerer = Callable[[str], str]
-
-
-# --------------------------------------------------------------------------- verdicts
 
 
 def _winner(value: Any) -> int | None:
@@ -104,13 +91,10 @@ def parse_verdict(text: str) -> dict[str, int | None]:
 
 @dataclass
 class Judgement:
-    """One judged pair in one order.
+    """One judged pair in one order (``"ab"``: system A was Answer 1).
 
     Attributes:
-        query_id: The query.
-        order: ``"ab"`` (system A was Answer 1) or ``"ba"``.
         winners: Per criterion ``"a"``, ``"b"`` or ``None`` (unparsed), order undone.
-        raw: The judge's answer.
     """
 
     query_id: str
@@ -167,22 +151,9 @@ def win_rates(judgements: Sequence[Judgement]) -> dict[str, dict[str, Any]]:
     return table
 
 
-# --------------------------------------------------------------------------- systems
-
-
 @dataclass
 class JudgeContext:
-    """What a system builder gets.
-
-    Attributes:
-        llm: The answering LLM (shared by both systems).
-        embed_model: The embedder.
-        chunk_size: Chunk tokens (paper: 1200).
-        chunk_overlap: Overlap tokens (paper: 100).
-        cache_dir: Folder for LLM response caches, or None.
-        options: Free ``key=value`` options (e.g. ``max_query_entities``).
-        show_progress: Show progress bars.
-    """
+    """What a system builder gets (chunk sizes in tokens; the paper's 1200/100)."""
 
     llm: LLM
     embed_model: BaseEmbedding
@@ -213,30 +184,23 @@ class JudgeContext:
 
 
 def build_fgrag(documents: Sequence[Document], ctx: JudgeContext) -> Answerer:
-    """FG-RAG: graph index (LLM extraction, or co-occurrence with the embedded LLM) + map-reduce."""
-    from ..fgrag import FGRAGIndex, FGRAGQueryEngine
-    from ..fgrag.extract import default_extractor
+    """FG-RAG's ``paper`` preset (noun-chunk entities where the graph falls back to
+    co-occurrence, e.g. with the embedded LLM); options are its config fields by name."""
+    from ..fgrag import FGRAGConfig, FGRAGIndex, FGRAGQueryEngine
 
-    extractor = default_extractor(
-        ctx.llm,
-        include_noun_chunks=ctx.option("noun_chunks", True),
-        cache_path=ctx.cache_path("fgrag-extract"),
-    )  # the embedded SmolLM2 cannot extract: co-occurrence, with a warning
+    known = FGRAGConfig.field_sections()
+    config = FGRAGConfig.resolve(
+        "paper", include_noun_chunks=True, cache_path=ctx.cache_path("fgrag-llm")
+    ).updated({k: v for k, v in ctx.options.items() if k in known})
     index = FGRAGIndex.from_documents(
         documents,
-        kg_extractors=[extractor],
+        config=config,
+        llm=ctx.llm,
         embed_model=ctx.embed_model,
         transformations=[ctx.splitter()],
         show_progress=ctx.show_progress,
     )
-    engine = FGRAGQueryEngine(
-        index,
-        llm=ctx.llm,
-        max_query_entities=ctx.option("max_query_entities", 9),
-        max_questions=ctx.option("max_questions", 10),
-        max_context_tokens=ctx.option("max_context_tokens", 0) or None,
-        cache_path=ctx.cache_path("fgrag-query"),
-    )
+    engine = FGRAGQueryEngine(index, llm=ctx.llm)  # the map-reduce, whatever built the graph
     return lambda question: str(engine.query(question))
 
 
@@ -267,9 +231,6 @@ SYSTEMS: dict[str, Callable[[Sequence[Document], JudgeContext], Answerer]] = {
     "fgrag": build_fgrag,
     "naive": build_naive,
 }
-
-
-# --------------------------------------------------------------------------- run
 
 
 def _answers(
@@ -321,17 +282,12 @@ def run_judge(
         limit: First N questions only.
         llm: The answering LLM or provider name (default: from the environment).
         judge_llm: The judge LLM or provider name (default: ``llm``).
-        embed_model: The embedder (default: the embedded MiniLM).
-        max_documents: Index only the first M documents (a bound for slow
-            LLMs; reported, since QFS questions span the whole corpus).
-        chunk_size: Chunk tokens (paper: 1200).
-        chunk_overlap: Overlap tokens (paper: 100).
-        cache_dir: Folder for LLM response caches (re-runs cost nothing).
+        max_documents: Index only the first M documents (reported, since QFS
+            questions span the whole corpus).
+        cache_dir: Folder for LLM response caches.
         options: ``key=value`` system options: ``max_query_entities``,
-            ``max_questions``, ``max_context_tokens`` (both systems' context
-            budget), ``naive_top_k``, ``noun_chunks`` (LLM-free graph with
-            noun-chunk nodes, default true).
-        show_progress: Show progress bars.
+            ``max_questions``, ``max_context_tokens``, ``naive_top_k``,
+            ``noun_chunks``.
 
     Returns:
         The report: run facts, per-system token counts, win rates per

@@ -22,18 +22,12 @@ from .records import CO_OCCURS, DESCRIPTIONS, NUMERIC_LABELS, _attach, _entity_n
 
 
 class CooccurrenceExtractor(TransformComponent):
-    """LLM-free graph: spaCy entities related by sentence co-occurrence.
-
-    The paper has no LLM-free variant; this stand-in keeps FG-RAG's graph shape
-    (entities with description lists, relations with descriptions) so the whole
-    method runs offline. An entity's descriptions are the sentences of the chunk
-    that mention it; every pair of entities in one sentence gets a relation
-    whose description is that sentence.
+    """LLM-free graph: an entity's descriptions are the sentences of the chunk that
+    mention it; entities named in one sentence are related, that sentence describing it.
 
     Example:
         >>> from llama_index.core.schema import TextNode
-        >>> ex = CooccurrenceExtractor()
-        >>> node = ex([TextNode(text="Marie Curie worked in Paris.")])[0]
+        >>> node = CooccurrenceExtractor()([TextNode(text="Marie Curie worked in Paris.")])[0]
         >>> sorted(n.name for n in node.metadata[KG_NODES_KEY])  # doctest: +SKIP
         ['marie curie', 'paris']
     """
@@ -55,18 +49,11 @@ class CooccurrenceExtractor(TransformComponent):
     batch_size: int = Field(default=64, gt=0, description="Texts per spaCy batch.")
     sentence_splitter: Literal["rule", "model"] = Field(
         default="model",
-        description=(
-            "The co-occurrence scope: sentences by spaCy's parser, or by punctuation rules "
-            "(spaCy then runs NER only: a cheaper pass, and the parse CUE-RAG's default "
-            "extractor makes, so a composition shares it). Noun chunks need the parser."
-        ),
+        description="The co-occurrence scope: sentences by spaCy's parser, or by punctuation "
+        "rules (NER only; noun chunks need the parser).",
     )
     include_noun_chunks: bool = Field(
-        default=False,
-        description=(
-            'Also make nodes of noun chunks ("beekeepers", "hive products"): closer to the '
-            "LLM's entities for query-focused summarization, at the cost of a larger graph."
-        ),
+        default=False, description="Also make nodes of noun chunks (a larger graph)."
     )
 
     @classmethod

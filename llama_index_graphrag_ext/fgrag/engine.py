@@ -1,33 +1,19 @@
 """``FGRAGQueryEngine``: query-level fine-grained summarization [P §3.3, Eqs. 8-12].
 
-For a query ``Q``:
+1. query entities from the LLM (Eq. 8, few-shot, one per line; spaCy's when
+   the reply is unusable, counted), plus the whole query (the authors' code);
+2. map, per unit and concurrently: follow-up questions (Eq. 10), context-aware
+   entity expansion (Eq. 9) and a focused summary of the gathered
+   descriptions steered by the questions (Eq. 11);
+3. reduce: the answer from the summaries (Eq. 12), streamed with
+   ``streaming=True``; summaries that do not fit one prompt are first merged in
+   rounds (as LlamaIndex's ``TreeSummarize``), so none is dropped.
 
-1. query entities ``E_1..E_n`` from the LLM (Eq. 8, few-shot, one per line; at
-   most ``max_query_entities``; spaCy's when the answer is unusable, counted),
-   plus the whole query as one more unit (the authors' code);
-2. map, per unit and concurrently: follow-up questions "as a user would" (Eq. 10),
-   context-aware entity expansion (Eq. 9, [`FGRAGRetriever.expand`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever.expand]),
-   and a focused summary of the gathered descriptions steered by the questions (Eq. 11);
-3. reduce: the answer from the summaries (Eq. 12), streamed when
-   ``streaming=True``. When the summaries do not fit one prompt they are merged
-   in rounds first, a group that fits at a time (as LlamaIndex's
-   ``TreeSummarize`` does), so none is dropped; ``response.metadata`` counts the
-   rounds.
-
-The per-entity summary may draw on the model's general knowledge, as the
-paper's prompt allows; ``general_knowledge=False`` keeps it to the gathered
-descriptions.
-
-The response's ``source_nodes`` are the chunks behind the descriptions (with
-evidence); ``response.metadata["fgrag"]`` holds every unit's questions,
-weak/strong context entities, description count and summary, and
-``response.metadata["usage"]`` the LLM calls and tokens of this query (the
-paper's cost table, Table 5, is a headline result). The LLM is picked once and
-called through one :class:`~..core.llm.LLMCaller` (retries, cache, the suite's
-event loop); CPU steps run in worker threads, so ``aquery`` never blocks its
-loop. An unusable entity list (spaCy's is used) and a failed unit summary (the
-unit is left out) are counted in :attr:`FGRAGQueryEngine.llm_steps`, or raise
-with ``on_llm_failure="raise"``.
+``response.metadata["fgrag"]`` holds each unit's questions, context entities
+and summary, ``["usage"]`` the query's LLM calls and tokens (the paper's Table
+5 is a cost table). CPU steps run in worker threads, so ``aquery`` never
+blocks its loop. Fallbacks are counted in :attr:`FGRAGQueryEngine.llm_steps`,
+or raise with ``on_llm_failure="raise"``.
 """
 
 from __future__ import annotations
@@ -35,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import (
@@ -53,7 +39,6 @@ from llama_index.core.schema import QueryBundle
 from ..core.llm import (
     LLMCaller,
     LLMFallbackError,
-    LLMSettings,
     LLMSteps,
     UsageMeter,
     choose_llm,
@@ -64,6 +49,7 @@ from ..core.llm import (
 )
 from ..core.llm.cache import LLMCache
 from ..core.text import count_tokens, truncate_tokens
+from .config import FGRAGConfig
 from .expansion import Expansion
 from .prompts import (
     ANSWER_PROMPT,
@@ -74,9 +60,6 @@ from .prompts import (
     SUMMARY_PROMPT,
 )
 from .retriever import FGRAGRetriever, spacy_query_entities
-
-if TYPE_CHECKING:
-    from .index import FGRAGIndex
 
 logger = logging.getLogger(__name__)
 
@@ -115,49 +98,30 @@ class FGRAGQueryEngine(BaseQueryEngine):
     Args:
         index: The index.
         llm: The LLM; without one, the index's (picked once by the suite's rule).
-        retriever: The expansion retriever; built from ``index`` and
-            ``retriever_kwargs`` when omitted.
-        max_query_entities: Query entities kept (authors: 9).
-        max_questions: Follow-up questions per entity (authors: 10).
-        max_context_tokens: Token budget of one summary's descriptions and of
-            the reduce step's summaries; by default the LLM's context window
-            minus a reserve (the paper sets none; small models need one).
+        config: A :class:`~.config.FGRAGConfig` or preset name (default: the index's);
+            its ``answer`` and ``llm`` sections (calls, cache, failure policy) are used,
+            and its ``expansion`` and ``ranking`` by the retriever.
+        retriever: The expansion retriever (default: one with this config).
+        similarity_top_k: Chunks the default retriever gives as ``source_nodes``.
         streaming: Stream the reduce step.
-        general_knowledge: Let the per-entity summary add relevant general
-            knowledge, as the paper's prompt does; ``False``: only the gathered
-            descriptions.
-        cache_path: Optional sqlite file caching LLM answers.
-        num_workers: Concurrent LLM calls in the map step (``max_concurrency`` too).
-        max_concurrency: The same as ``num_workers``, under the name every other
-            component uses; wins when given.
-        max_attempts, timeout, on_llm_failure: The LLM call settings (see
-            :class:`~..core.llm.LLMSettings`).
         callback_manager: Callbacks; ``Settings`` when omitted.
-        **retriever_kwargs: Passed to [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever].
+        **overrides: Query-time fields of the config by name (``max_questions=3``).
     """
 
     def __init__(
         self,
-        index: FGRAGIndex,
+        index: Any,
         llm: LLM | None = None,
+        *,
+        config: FGRAGConfig | str | None = None,
         retriever: FGRAGRetriever | None = None,
-        max_query_entities: int = 9,
-        max_questions: int = 10,
-        max_context_tokens: int | None = None,
+        similarity_top_k: int = 10,
         streaming: bool = False,
-        general_knowledge: bool = True,
-        cache_path: str | None = None,
-        num_workers: int = 4,
-        max_concurrency: int | None = None,
-        max_attempts: int = 3,
-        timeout: float | None = 60.0,
-        on_llm_failure: str = "fallback",
         callback_manager: CallbackManager | None = None,
-        **retriever_kwargs: Any,
+        **overrides: Any,
     ) -> None:
-        num_workers = max_concurrency if max_concurrency is not None else num_workers
-        if max_query_entities <= 0 or max_questions <= 0 or num_workers <= 0:
-            raise ValueError("max_query_entities, max_questions and num_workers must be > 0")
+        base = index.config if config is None else FGRAGConfig.resolve(config)
+        self.config = base.at_query_time(overrides)
         choice = choose_llm(llm) if llm is not None else index.llm_choice
         if choice.llm is None:
             raise ValueError(
@@ -166,13 +130,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
             )
         self._llm = choice.llm
         self._index = index
-        self.llm_settings = LLMSettings(
-            max_concurrency=num_workers,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            on_llm_failure=on_llm_failure,
-            cache_path=cache_path,
-        )
+        self.llm_settings = self.config.llm
         self._caller = self.llm_settings.new_caller(self._llm)
         #: Which LLM and tier each step used, and the per-query fallbacks.
         self.llm_steps = LLMSteps("FG-RAG engine")
@@ -188,22 +146,23 @@ class FGRAGQueryEngine(BaseQueryEngine):
             stand_in="the unit left out of the answer",
             on_failure=on_failure,
         )
-        retriever_kwargs.setdefault("max_query_entities", max_query_entities)
-        self._retriever = retriever or FGRAGRetriever(index, **retriever_kwargs)
-        self.max_query_entities = max_query_entities
-        self.max_questions = max_questions
+        self._retriever = retriever or FGRAGRetriever(
+            index, config=self.config, similarity_top_k=similarity_top_k
+        )
+        answer = self.config.answer
+        self.max_query_entities = self.config.expansion.max_query_entities
+        self.max_questions = answer.max_questions
         window = getattr(self._llm.metadata, "context_window", 4096) or 4096
-        self.max_context_tokens = max_context_tokens or max(256, min(8000, window - PROMPT_RESERVE))
+        default_budget = max(256, min(8000, window - PROMPT_RESERVE))
+        self.max_context_tokens = answer.max_context_tokens or default_budget
         self.streaming = streaming
-        self.num_workers = num_workers
         self._prompts: dict[str, BasePromptTemplate] = {
             "query_entities": QUERY_ENTITIES_PROMPT,
             "questions": QUESTIONS_PROMPT,
-            "summary": SUMMARY_PROMPT if general_knowledge else STRICT_SUMMARY_PROMPT,
+            "summary": SUMMARY_PROMPT if answer.general_knowledge else STRICT_SUMMARY_PROMPT,
             "combine": COMBINE_PROMPT,
             "answer": ANSWER_PROMPT,
         }
-        self.general_knowledge = general_knowledge
         super().__init__(callback_manager=callback_manager)
 
     # ----------------------------------------------------------------- prompts
@@ -370,10 +329,6 @@ class FGRAGQueryEngine(BaseQueryEngine):
             parts = [str(m) for m in merged]
         context = "\n\n".join(parts)
         return self._prompts["answer"].format(context_str=context or "(no notes)", query_str=query)
-
-    def reduce_prompt(self, query: str, maps: list[dict[str, Any]]) -> str:
-        """Eq. 12's prompt for ``maps`` (merging rounds included, run on the suite's loop)."""
-        return run_sync(lambda: self._areduce(query, maps, self._caller, {}))
 
     # ----------------------------------------------------------------- query
 

@@ -1,31 +1,24 @@
 """Context-Aware Entity Expansion (CAEE) over FG-RAG's entity graph [P §3.2].
 
-[`expand_many`][llama_index_graphrag_ext.fgrag.expansion.expand_many] runs the
-paper's Eqs. 6-7 and the two BFS passes for each query entity:
+[`expand_many`][llama_index_graphrag_ext.fgrag.expansion.expand_many] runs, for
+each query entity:
 
-1. weak-context entities ``E_w``: the top-``n`` entities for the query entity (Eq. 6);
-2. strong-context entities ``E_s``: the top-``n`` entities for ``E_w`` used as a
-   query, its names joined in one string as in the authors' code (Eq. 7);
-3. breadth-first search from ``E_w`` and then from ``E_s``, each pass adding at
-   most ``description_budget`` new descriptions (the authors' 75 + 75);
+1. weak-context entities ``E_w``: the top-``n`` entities for it (Eq. 6);
+2. strong-context entities ``E_s``: the top-``n`` entities for ``E_w``'s names
+   joined in one string, as in the authors' code (Eq. 7);
+3. breadth-first search from ``E_w``, then from ``E_s``, each pass adding at
+   most ``description_budget`` new descriptions;
 4. the union, deduplicated by text, in visit order (the authors' ``set()``
-   over the gathered strings loses order; this keeps it, and the BFS is
-   deterministic where theirs samples at random).
+   loses order, and their BFS samples at random; this one is deterministic).
 
 As in the authors' code, the budget counts what each owner (entity, or pair of
 related entities) gives, and the text is deduplicated afterwards: in a
 co-occurrence graph one sentence describes every entity it names and every
-relation between them (150 gathered held 12 distinct sentences in one probe),
-and the summaries get each once (``Expansion.descriptions``). Every gathered
-``(owner, text)`` is kept as a hit (``Expansion.hits``): the LLM-free chunk
-ranking counts them, so a chunk that many owners lead to ranks higher.
-Spending the budget on distinct texts instead walks much further per query
-and ranked worse (see ``docs/scaling.md``).
-
-Where the relations come from is a :class:`Neighbours` source: the graph's own
-adjacency arrays in memory, or a property graph store read hop by hop
-(:mod:`.stores`). Both give each entity's relations in relation-row order, so
-both walks are the same.
+relation between them. Every gathered ``(owner, text)`` is kept as a hit
+(``Expansion.hits``) for the chunk ranking, so a chunk many owners lead to
+ranks higher. Relations come from a :class:`Neighbours` source (the graph's
+arrays, or a property graph store hop by hop, :mod:`.stores`), both in
+relation-row order, so both walks are the same.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
-"""Entity-relation extraction for ``FGRAGIndex`` and ``PropertyGraphIndex`` [P §3.1, Eqs. 1-3].
+"""LLM entity-relation extraction for ``FGRAGIndex`` and ``PropertyGraphIndex`` [P §3.1].
 
-Two ``TransformComponent`` extractors follow LlamaIndex's ``kg_extractors``
-contract: each writes ``EntityNode`` and ``Relation`` lists under
-``KG_NODES_KEY`` / ``KG_RELATIONS_KEY`` in a chunk's metadata, and
-``PropertyGraphIndex`` (or [`FGRAGIndex`][llama_index_graphrag_ext.fgrag.index.FGRAGIndex])
-stores them in any property graph store.
-
-- [`FGRAGExtractor`][llama_index_graphrag_ext.fgrag.extract.FGRAGExtractor]: the
-  paper's LLM extraction (entities with type and description, relationships
-  with description and keywords, one gleaning round), through
-  [`LLMCaller`][llama_index_graphrag_ext.core.llm.LLMCaller] (cache, retries,
-  bounded concurrency, usage, no reply cut by the length limit taken as
-  complete). Chunks whose reply fails or holds no entity get the co-occurrence
-  graph: a WARNING counts them, and so do ``stats`` and ``llm_steps``; with
-  ``on_llm_failure="raise"`` it is an error.
-- [`CooccurrenceExtractor`][llama_index_graphrag_ext.fgrag.cooccurrence.CooccurrenceExtractor]
-  (:mod:`.cooccurrence`): the LLM-free stand-in (the paper has none): spaCy entities; an entity's
-  descriptions are the sentences that mention it, and two entities named in one
-  sentence are related, with that sentence as the relation's description.
-
-The record format, the property names and the node building they share are in
-:mod:`.records`.
+:class:`FGRAGExtractor` follows LlamaIndex's ``kg_extractors`` contract
+(``EntityNode`` and ``Relation`` lists under ``KG_NODES_KEY`` /
+``KG_RELATIONS_KEY``): the paper's records (entities with type and
+description, relationships with description and keywords, one gleaning
+round) through :class:`~..core.llm.LLMCaller` (cache, retries, bounded
+concurrency, usage). A chunk whose reply fails or holds no entity gets the
+co-occurrence graph (:mod:`.cooccurrence`), counted. The record format and
+property names are in :mod:`.records`.
 """
 
 from __future__ import annotations
@@ -47,10 +34,9 @@ from ..core.llm import (
     reason_of,
     run_sync,
 )
-from ..core.text import (
-    count_tokens,
-)
-from .cooccurrence import CooccurrenceExtractor  # noqa: F401 (re-exported)
+from ..core.text import count_tokens
+from .config import FGRAGConfig
+from .cooccurrence import CooccurrenceExtractor
 from .prompts import (
     COMPLETION_DELIMITER,
     EXTRACT_PROMPT,
@@ -59,52 +45,26 @@ from .prompts import (
     RECORD_DELIMITER,
     TUPLE_DELIMITER,
 )
-from .records import (  # noqa: F401 (re-exported: the names' old home)
-    BUILT_BY,
-    CO_OCCURS,
-    DESCRIPTIONS,
-    DISPLAY_NAME,
-    ENTITY_TYPE,
-    KEYWORDS,
-    NUMERIC_LABELS,
-    RELATED,
-    SOURCES,
-    ExtractedEntity,
-    ExtractedRelation,
-    Extraction,
-    _attach,
-    extraction_to_graph,
-    parse_extraction,
-)
+from .records import Extraction, _attach, extraction_to_graph, parse_extraction
 
 logger = logging.getLogger(__name__)
-
-# --------------------------------------------------------------------------- LLM
-
 
 #: The LLM step's name in the step ledger.
 STEP = "extraction"
 
 
 class FGRAGExtractor(TransformComponent, LLMSettings):
-    """LLM entity-relation extraction with one gleaning round [P §3.1, §6.1].
+    """LLM entity-relation extraction with gleaning [P §3.1, §6.1].
 
     Per chunk: one extraction call; then, ``max_gleanings`` times, a YES/NO
     check and, on YES, a call for the missing records (the authors' order).
-    Replies are parsed with :func:`parse_extraction` (reasoning blocks
-    dropped). A chunk whose calls fail or whose reply yields no entity gets the
-    :class:`CooccurrenceExtractor` graph; such chunks are counted (WARNING,
-    ``stats``, ``llm_steps``), or raise with ``on_llm_failure="raise"``.
+    A chunk whose calls fail or whose reply yields no entity gets the
+    :class:`CooccurrenceExtractor` graph, counted (WARNING, ``stats``,
+    ``llm_steps``), or raises with ``on_llm_failure="raise"``.
 
     Args:
         llm: Any LlamaIndex LLM; without one the suite's rule picks it, once.
-        **kwargs: Values of the attributes below and of
-            :class:`~..core.llm.LLMSettings` (``max_concurrency``,
-            ``max_attempts``, ``timeout``, ``cache_path``, ``on_llm_failure``).
-
-    Attributes:
-        extract_prompt: Extraction prompt with ``{text}`` and the delimiters.
-        max_gleanings: Gleaning rounds (the paper fixes 1).
+        **kwargs: The fields below and :class:`~..core.llm.LLMSettings`'.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -284,37 +244,38 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
         return run_sync(lambda: self.acall(nodes, show_progress=show_progress, **kwargs))
 
 
-def default_extractor(
-    llm: LLM | LLMChoice | None,
-    include_noun_chunks: bool = False,
-    steps: LLMSteps | None = None,
-    **kwargs: Any,
+def make_extractor(
+    config: FGRAGConfig, llm: LLM | LLMChoice | None, steps: LLMSteps | None = None
 ) -> TransformComponent:
-    """The extractor the LLM allows, planned in ``steps`` (a log line says which builds the graph).
+    """The extractor ``config`` describes, planned in ``steps`` (a log line says which).
 
-    ``llm`` goes through the suite's rule (``None``: ``Settings.llm``, the
-    environment, the embedded SmolLM2). An LLM that can write the records
-    gives :class:`FGRAGExtractor`; none, or the embedded SmolLM2 (which cannot),
-    gives :class:`CooccurrenceExtractor`, with a warning for the latter.
-
-    Args:
-        llm: An LLM, the index's :class:`~..core.llm.LLMChoice`, or ``None``.
-        include_noun_chunks: Give the LLM-free extractor noun-chunk nodes too.
-        steps: The ledger to record the choice in (a fresh one when omitted).
-        **kwargs: Passed to :class:`FGRAGExtractor`.
+    ``extractor="cooccurrence"`` gives :class:`CooccurrenceExtractor`. ``"llm"``
+    puts ``llm`` through the suite's rule (``None``: ``Settings.llm``, the
+    environment, the embedded SmolLM2): an LLM that can write the records gives
+    :class:`FGRAGExtractor`; none, or the embedded SmolLM2 (which cannot), the
+    co-occurrence graph, with a warning for the latter.
     """
-    choice = llm if isinstance(llm, LLMChoice) else choose_llm(llm)
+    graph = config.graph
     steps = steps if steps is not None else LLMSteps("FG-RAG")
+    cooccurrence = CooccurrenceExtractor(
+        sentence_splitter=graph.sentence_splitter, include_noun_chunks=graph.include_noun_chunks
+    )
+    if graph.extractor == "cooccurrence":
+        steps.chose_llm_free(STEP, "spaCy co-occurrence graph", "extractor='cooccurrence'")
+        return cooccurrence
+    choice = llm if isinstance(llm, LLMChoice) else choose_llm(llm)
     planned = steps.plan(
         STEP,
         choice,
         needs="json",
         stand_in="spaCy co-occurrence graph",
-        on_failure=kwargs.get("on_llm_failure", "fallback"),
+        on_failure=config.llm.on_llm_failure,
     )
     if planned is None:
-        return CooccurrenceExtractor(include_noun_chunks=include_noun_chunks)
+        return cooccurrence
     logger.info("FG-RAG graph: LLM extraction with %s", choice.describe())
-    extractor = FGRAGExtractor(llm=planned, **kwargs)
+    extractor = FGRAGExtractor(
+        llm=planned, max_gleanings=graph.max_gleanings, **config.llm.llm_settings()
+    )
     extractor.attach_steps(steps, choice)
     return extractor

@@ -172,11 +172,6 @@ class EntityGraph:
         """Number of relations touching entity ``i``."""
         return int(self.indptr[i + 1] - self.indptr[i])
 
-    def nbytes(self) -> int:
-        """Bytes of the arrays and the string table."""
-        arrays = [getattr(self, a) for a in self.ARRAYS] + [self.indptr, self.adj_nbr, self.adj_rel]
-        return int(sum(a.nbytes for a in arrays)) + self.strings.nbytes()
-
     # ------------------------------------------------------------------ export
 
     def entity_nodes(self, rows: Iterable[int] | None = None) -> list[EntityNode]:

@@ -1,19 +1,12 @@
 """``FGRAGIndex``: FG-RAG's entity graph [P §3.1, Eqs. 1-3] as a suite index.
 
-Indexing follows the paper's graph construction: chunks (1200 tokens, 100
-overlap [P §6.1]) go through ``kg_extractors`` (LlamaIndex's contract: the
-paper's LLM extraction, the LLM-free co-occurrence stand-in, or LlamaIndex's
-own path extractors), same-name entities are merged into one node whose
-descriptions are kept as a capped list (Eq. 2), and each merged entity is
-embedded from its name and descriptions for vector matching.
-
-Like the suite's other indexes it is a
-[`GraphIndexBase`][llama_index_graphrag_ext.core.index.GraphIndexBase]: chunks
-live in the docstore, the graph is one
-[`EntityGraph`][llama_index_graphrag_ext.fgrag.graph.EntityGraph] of arrays,
-and ``persist`` / ``load`` use the suite's manifest format. Given a
-``property_graph_store`` (Neo4j, LadybugDB, ...), the graph is also written
-there and expansion reads its relations from it (see :mod:`.stores`).
+Chunks (1200/100 tokens [P §6.1]) go through ``kg_extractors`` (the paper's
+LLM extraction, the LLM-free co-occurrence graph, or LlamaIndex's path
+extractors); same-name entities merge into one node with a capped description
+list (Eq. 2), embedded from its name and descriptions. The graph is one
+immutable :class:`~.graph.EntityGraph`; given a ``property_graph_store``
+(Neo4j, LadybugDB, ...), it is also written there and expansion reads its
+relations from it (:mod:`.stores`).
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphStore
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, PropertyGraphStore
 from llama_index.core.llms import LLM
@@ -35,10 +28,14 @@ from ..core.embeddings import embed_texts
 from ..core.index import GraphIndexBase
 from ..core.llm import run_sync
 from ..core.vectors import InMemoryVectorTable, RowSearcher
-from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, find_pooler, window_rows
+from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows
+from .config import FGRAGConfig
+from .cooccurrence import CooccurrenceExtractor
+from .engine import FGRAGQueryEngine
 from .expansion import GraphNeighbours, Neighbours
-from .extract import CooccurrenceExtractor, FGRAGExtractor, default_extractor
+from .extract import STEP, FGRAGExtractor, make_extractor
 from .graph import EntityGraph, GraphBuilder
+from .retriever import FGRAGRetriever
 from .stores import HopReader, StoreNeighbours, StoreSearch, delete_nodes, write_graph
 
 logger = logging.getLogger(__name__)
@@ -61,58 +58,44 @@ class FGRAGIndex(GraphIndexBase):
 
     ::
 
-        index = FGRAGIndex.from_documents(docs)                       # the resolved LLM tier
-        index = FGRAGIndex.from_documents(docs, kg_extractors=[CooccurrenceExtractor()])
+        index = FGRAGIndex.from_documents(docs)                  # LLM-free: co-occurrence graph
+        index = FGRAGIndex.from_documents(docs, config="paper")  # the LLM extracts (suite's rule)
         index = FGRAGIndex.from_documents(docs, property_graph_store=LadybugPropertyGraphStore(db))
 
     Args:
         nodes: Chunk nodes (``from_documents`` chunks documents first, 1200/100 tokens).
-        kg_extractors: Extractors instead of the default one (the paper's LLM
-            extraction with the index's LLM; co-occurrence when there is none,
-            and a log line and :attr:`llm_steps` say so).
+        config: A :class:`~.config.FGRAGConfig` or preset name: ``default`` (the
+            LLM-free co-occurrence graph, the measured setting) or ``paper`` (the
+            LLM's graph and map-reduce answers).
+        kg_extractors: Extractor objects instead of the one the config describes
+            (the config's ``extractor`` then says which kind they are, when they are
+            FG-RAG's own).
         property_graph_store: A LlamaIndex property graph store to hold the
             graph's structure; expansion then reads relations from it.
         hop_reader: How expansion reads one hop from that store (default: its
             ``get_rel_map``); see :mod:`.stores`.
-        store_vector_search: Match entities (Eqs. 6-7) with the store's own
-            ``vector_query`` (re-scored exactly); off by default, since some stores
-            say they can and cannot (LadybugDB offline).
-        max_descriptions_per_entity: Cap on an entity's merged descriptions (authors: 50).
-        llm_options: Settings of the default LLM extractor (``max_concurrency``,
-            ``max_attempts``, ``timeout``, ``cache_path``, ``on_llm_failure``).
-        extractors: Class names of the extractors that built a persisted index
-            (set by ``load``; ``["CooccurrenceExtractor"]`` rebuilds that one).
-        **kwargs: The :class:`~..core.index.GraphIndexBase` arguments
-            (``embed_model``, ``llm``, ``vector_store``, ``callback_manager``, ...).
+        **kwargs: ``embed_model``, ``llm``, ``vector_store``, ``callback_manager``, ...
+            (see :class:`~..core.index.GraphIndexBase`), and config fields by name.
     """
 
     index_kind = "fgrag"
-    format_version = 2
+    format_version = 3
+    config_class = FGRAGConfig
 
     def _configure(
         self,
         kg_extractors: list[TransformComponent] | None = None,
         property_graph_store: PropertyGraphStore | None = None,
-        max_descriptions_per_entity: int = 50,
-        llm_options: dict[str, Any] | None = None,
-        extractors: list[str] | None = None,
         hop_reader: HopReader | None = None,
-        store_vector_search: bool = False,
     ) -> None:
-        if max_descriptions_per_entity <= 0:
-            raise ValueError("max_descriptions_per_entity must be > 0")
-        self._cap = int(max_descriptions_per_entity)
+        if kg_extractors:
+            described = _described(kg_extractors)
+            changed = {k: v for k, v in described.items() if self.config.flat()[k] != v}
+            if changed:  # the config says how the graph was built (and inserts extend it)
+                self.config = self.config.updated(changed)
         self._external_store = property_graph_store
         self._hop_reader = hop_reader
-        self._store_vector_search = store_vector_search
         self._simple_store: tuple[EntityGraph, SimplePropertyGraphStore] | None = None
-        self._llm_options = dict(llm_options or {})
-        if (
-            kg_extractors is None
-            and extractors == [CooccurrenceExtractor.__name__]
-            and (self._llm_arg is None)
-        ):
-            kg_extractors = [CooccurrenceExtractor()]  # built LLM-free: inserts get the same graph
         self._given_extractors = list(kg_extractors) if kg_extractors else None
         self._extractors: list[TransformComponent] | None = None
         self._entity_graph = EntityGraph.empty()
@@ -123,12 +106,9 @@ class FGRAGIndex(GraphIndexBase):
         self._window_view: tuple[Any, ChunkWindows | None] | None = None
         self.build_stats: dict[str, Any] = {"chunks_without_entities": 0}
 
-    def config(self) -> dict[str, Any]:
-        return {"max_descriptions_per_entity": self._cap, "extractors": self.extractors_used}
-
     @property
     def kg_extractors(self) -> list[TransformComponent]:
-        """The extractors (the default one is made, with the index's LLM, on first use)."""
+        """The extractors (the config's is made, with the index's LLM, on first use)."""
         if self._extractors is None:
             if self._given_extractors is not None:
                 extractors = self._given_extractors
@@ -136,16 +116,15 @@ class FGRAGIndex(GraphIndexBase):
                     if isinstance(extractor, FGRAGExtractor):
                         extractor.attach_steps(self.llm_steps)
                 no_llm = not any(isinstance(e, FGRAGExtractor) for e in extractors)
-                if no_llm and self.llm_steps.record("extraction") is None:
+                if no_llm and self.llm_steps.record(STEP) is None:
                     self.llm_steps.chose_llm_free(
-                        "extraction", "spaCy co-occurrence graph", "kg_extractors without an LLM"
+                        STEP, "spaCy co-occurrence graph", "kg_extractors without an LLM"
                     )
             else:
-                # The suite's rule, once: Settings.llm or the environment give the
-                # paper's LLM extraction; the embedded SmolLM2 cannot (warned).
-                extractors = [
-                    default_extractor(self.llm_choice, steps=self.llm_steps, **self._llm_options)
-                ]
+                # The suite's rule, once (only for the LLM's graph): Settings.llm or the
+                # environment give the paper's extraction; the embedded SmolLM2 cannot.
+                llm = self.llm_choice if self.config.uses_llm else None
+                extractors = [make_extractor(self.config, llm, self.llm_steps)]
             self._extractors = extractors
         return self._extractors
 
@@ -169,7 +148,10 @@ class FGRAGIndex(GraphIndexBase):
     # ----------------------------------------------------------------- build
 
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
-        builder = GraphBuilder(self._entity_graph if len(self._entity_graph) else None, self._cap)
+        builder = GraphBuilder(
+            self._entity_graph if len(self._entity_graph) else None,
+            self.config.graph.max_descriptions_per_entity,
+        )
         extractors = self.kg_extractors
         for start in range(0, len(nodes), EXTRACT_BATCH):
             batch = list(nodes[start : start + EXTRACT_BATCH])
@@ -203,7 +185,7 @@ class FGRAGIndex(GraphIndexBase):
         )
 
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
-        builder = GraphBuilder(self._entity_graph, self._cap)
+        builder = GraphBuilder(self._entity_graph, self.config.graph.max_descriptions_per_entity)
         emptied = builder.drop_chunks(set(node_ids))
         self._swap(builder)
         self._chunks.delete(node_ids)
@@ -229,23 +211,18 @@ class FGRAGIndex(GraphIndexBase):
             )
         self._entity_graph = graph
 
-    def _embed_chunks(self, nodes: Sequence[BaseNode], vectors: bool = True) -> None:
+    def _embed_chunks(self, nodes: Sequence[BaseNode]) -> None:
         """Embed chunks for the retriever's ranking (the text a dense index embeds), and
-        keep a long chunk's windows (``vectors=False``: only the windows)."""
+        keep a long chunk's windows."""
         if not nodes:
             return
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
         ids = [n.node_id for n in nodes]
         show = getattr(self, "_show_progress", False)
-        if not vectors:  # only the long ones need embedding
-            pooler = find_pooler(self.embed_model)
-            long = [i for i, r in enumerate(pooler.window_ranges(texts)) if r] if pooler else []
-            ids, texts = [ids[i] for i in long], [texts[i] for i in long]
         found, windows = embed_with_windows(
             self.embed_model, texts, show_progress=show, desc="Chunk vectors"
         )
-        if vectors:
-            self._chunks.add(ids, found)
+        self._chunks.add(ids, found)
         window_ids, window_matrix = window_rows(ids, windows)
         if window_ids:
             self._windows.add(window_ids, window_matrix)
@@ -290,21 +267,18 @@ class FGRAGIndex(GraphIndexBase):
             self._simple_store = (graph, store)
         return self._simple_store[1]
 
-    @property
-    def external_store(self) -> PropertyGraphStore | None:
-        """The property graph store given to the index (``None``: in memory only)."""
-        return self._external_store
-
-    def search_path(self, graph: EntityGraph) -> tuple[RowSearcher, Neighbours]:
+    def search_path(
+        self, graph: EntityGraph, store_vector_search: bool = False
+    ) -> tuple[RowSearcher, Neighbours]:
         """How retrieval over ``graph`` matches entities and reads relations.
 
         Matching (Eqs. 6-7) runs in the ``vector_store`` when the index has one,
-        else in the property graph store when it answers vector queries, else
-        over the in-memory matrix; relations come from the property graph store
-        when there is one, hop by hop, else from the graph's arrays.
+        else in the property graph store with ``store_vector_search``, else over
+        the in-memory matrix; relations come from the property graph store when
+        there is one, hop by hop, else from the graph's arrays.
         """
         store = self._external_store
-        if self.vector_store is None and store is not None and self._store_vector_search:
+        if self.vector_store is None and store is not None and store_vector_search:
             search: RowSearcher = StoreSearch(store, graph)
         else:
             # the ids as a function: only a store-backed search reads them
@@ -320,29 +294,30 @@ class FGRAGIndex(GraphIndexBase):
         chunks = self._chunks
         return {"entities": (graph.names, graph.vectors), CHUNK_TABLE: (chunks.ids, chunks.matrix)}
 
-    def as_retriever(self, **kwargs: Any) -> BaseRetriever:
-        """An [`FGRAGRetriever`][llama_index_graphrag_ext.fgrag.retriever.FGRAGRetriever] over this index."""
-        from .retriever import FGRAGRetriever
-
+    def as_retriever(self, **kwargs: Any) -> FGRAGRetriever:
+        """An :class:`~.retriever.FGRAGRetriever` with the index's config (``kwargs`` override it)."""
         return FGRAGRetriever(self, **kwargs)
 
-    def as_query_engine(self, llm: LLM | None = None, **kwargs: Any):
-        """An [`FGRAGQueryEngine`][llama_index_graphrag_ext.fgrag.engine.FGRAGQueryEngine] over this index."""
-        from .engine import FGRAGQueryEngine
-
-        return FGRAGQueryEngine(self, llm=llm, **kwargs)
+    def as_query_engine(self, llm: LLM | None = None, **kwargs: Any) -> BaseQueryEngine:
+        """The paper's map-reduce :class:`~.engine.FGRAGQueryEngine` over the LLM's graph;
+        over the LLM-free graph, LlamaIndex's retrieve-then-synthesize engine."""
+        if self.config.uses_llm:
+            return FGRAGQueryEngine(self, llm=llm, **kwargs)
+        return super().as_query_engine(llm=llm, **kwargs)
 
     def stats(self) -> dict[str, Any]:
-        """Counts for reports: entities, relations, chunks and which extractor built them."""
         graph = self._entity_graph
-        return {
+        out = {
             "entities": len(graph),
             "relations": graph.num_relations,
             "chunks": len(self),
             "chunk_windows": len(self._windows),
             "extractors": self.extractors_used,
-            "llm_steps": self.llm_steps.to_dict(),
         }
+        extraction = [e.stats for e in self.kg_extractors if isinstance(e, FGRAGExtractor)]
+        if extraction:
+            out["extraction"] = extraction[0] if len(extraction) == 1 else extraction
+        return out
 
     def describe_entity(self, name: str) -> dict[str, Any]:
         """One entity's record (for debugging and docs)."""
@@ -368,34 +343,27 @@ class FGRAGIndex(GraphIndexBase):
 
     def _load_state(self, folder: Path, manifest: dict[str, Any]) -> None:
         self._entity_graph = EntityGraph.load(folder)
-        if (folder / f"{WINDOW_TABLE}.npz").is_file():
-            self._windows = InMemoryVectorTable.load(folder, WINDOW_TABLE)
-        if (folder / f"{CHUNK_TABLE}.npz").is_file():
-            self._chunks = InMemoryVectorTable.load(folder, CHUNK_TABLE)
-            if not (folder / f"{WINDOW_TABLE}.npz").is_file():
-                # Written before long chunks kept their windows: embed those now.
-                ids = self.chunk_ids()
-                self._embed_chunks(self.get_chunks(ids), vectors=False)
-                self.build_stats["chunk_windows_embedded_on_load"] = len(self._windows)
-                logger.warning(
-                    "FG-RAG load: %s has no windows of long chunks (an older index); "
-                    "embedded %d window(s) now; persist again to keep them",
-                    folder,
-                    len(self._windows),
-                )
-        else:  # written before chunks had vectors: embed them once now
-            ids = self.chunk_ids()
-            logger.warning(
-                "FG-RAG load: %s has no chunk vectors (an older index); embedding its %d "
-                "chunk(s) now; persist again to keep them",
-                folder,
-                len(ids),
-            )
-            self._embed_chunks(self.get_chunks(ids))
-            self.build_stats["chunks_embedded_on_load"] = len(ids)
+        self._chunks = InMemoryVectorTable.load(folder, CHUNK_TABLE)
+        self._windows = InMemoryVectorTable.load(folder, WINDOW_TABLE)
+        self.build_stats["chunk_windows"] = len(self._windows)
         store = self._external_store
         if store is not None and len(self._entity_graph):
             probe = store.get(ids=[self._entity_graph.name(0)])
             if not probe:  # an empty store: write the graph into it
                 logger.info("FG-RAG load: writing the graph into %s", type(store).__name__)
                 write_graph(store, self._entity_graph, chunks=self.get_chunks(self.chunk_ids()))
+
+
+def _described(extractors: Sequence[TransformComponent]) -> dict[str, Any]:
+    """The config fields FG-RAG's own extractor objects stand for (none for others)."""
+    llm = [e for e in extractors if isinstance(e, FGRAGExtractor)]
+    if llm:
+        return {"extractor": "llm", "max_gleanings": llm[0].max_gleanings}
+    cooc = [e for e in extractors if isinstance(e, CooccurrenceExtractor)]
+    if cooc and len(cooc) == len(extractors):
+        return {
+            "extractor": "cooccurrence",
+            "sentence_splitter": cooc[0].sentence_splitter,
+            "include_noun_chunks": cooc[0].include_noun_chunks,
+        }
+    return {}

@@ -1,29 +1,20 @@
 """The LLM-free chunk ranking: every chunk the expansion reached, then a counted fill.
 
-The paper never ranks chunks: each query entity's expansion (§3.2) gathers
-entity and relationship descriptions, and the LLM summarises them (§3.3,
-Eqs. 9-11). The LLM-free retriever has no summariser, so it returns the
-chunks the gathered descriptions came from, and must order them. That order
-is this module's, not the paper's:
+The paper never ranks chunks: the LLM summarises the gathered descriptions
+(§3.3, Eqs. 9-11). The LLM-free retriever returns the chunks those
+descriptions came from, in this module's order (not the paper's):
 
 1. **reached**: the chunks of every description any query entity's expansion
-   gathered (``Expansion.hits``; the paper's retrieved sub-graphs ``G'_i``).
-   Every one of them is scored; none is cut before the ranking.
-2. **evidence** ``e(c)``: the sum, over the descriptions from chunk ``c``, of
-   the similarity of the seed (``E_w`` or ``E_s``, Eqs. 6-7) whose BFS reached
-   them, halved per hop; divided by the question's largest, so it is in [0, 1].
-3. **similarity** ``s(c)``: the chunk's own cosine with the question. The
-   expansion reaches many chunks (a median of 137 of 1,890 per musique-100
-   question, 93% of the gold passages among them), and description counts
-   alone favour chunks of hub entities: ranked by ``e(c)`` alone, half of the
-   reached gold passages fell below rank 5.
-4. the score is ``s(c) + evidence_weight * e(c)``; ``evidence_weight`` was
-   chosen on one dev set and reported on the other (``docs/methods/fgrag.md``).
-5. **fill** (off by default: the paper's scope is what the expansion reached):
-   when fewer than ``k`` chunks were reached (a tiny corpus, or a query whose
-   entities match nothing), ``fill="similarity"`` takes the rest from chunk
-   similarity over the whole index, marked ``"source": "similarity-fill"`` and
-   counted; the benchmark runner's ``fgrag`` turns it on.
+   gathered (``Expansion.hits``, the paper's sub-graphs ``G'_i``), all scored;
+2. **evidence** ``e(c)``: over the descriptions from chunk ``c``, the similarity
+   of the seed (``E_w`` or ``E_s``) whose BFS reached them, halved per hop,
+   summed, divided by the question's largest (so in [0, 1]);
+3. **similarity** ``s(c)``: the chunk's own cosine with the question, since
+   description counts alone favour the chunks of hub entities;
+4. the score ``s(c) + evidence_weight * e(c)``;
+5. **fill**: when fewer than ``k`` chunks were reached, ``fill="similarity"``
+   takes the rest by chunk similarity over the whole index, marked
+   ``"source": "similarity-fill"`` and counted.
 """
 
 from __future__ import annotations
@@ -49,16 +40,8 @@ class UnderfilledError(RuntimeError):
 
 @dataclass
 class Ranked:
-    """One ranked chunk.
-
-    Attributes:
-        chunk_id: The chunk.
-        score: Its final score.
-        similarity: Its cosine with the question (``None``: no vector).
-        evidence: Its normalised description evidence (0 for a fill).
-        source: ``"expansion"`` or ``"similarity-fill"``.
-        why: Query entities and descriptions that reached it (expansion only).
-    """
+    """One ranked chunk (``similarity`` None: no vector; ``source``: ``"expansion"`` or
+    ``"similarity-fill"``; ``why``: the query entities and descriptions that reached it)."""
 
     chunk_id: str
     score: float
@@ -113,15 +96,11 @@ def rank_reached(
             vector). ``None`` ranks by evidence alone.
         nearest: ``n`` -> the ``n`` chunks nearest the question, ``(id, cosine)``
             best first (the fill). ``None``: no fill possible.
-        ranking: ``"combined"`` (similarity + weighted evidence) or
-            ``"evidence"`` (the earlier evidence-only order, an ablation).
-        evidence_weight: Weight of the normalised evidence in ``"combined"``.
-        fill: ``"none"`` returns fewer, ``"similarity"`` tops up to ``k``,
-            ``"raise"`` raises :class:`UnderfilledError`.
+        ranking, evidence_weight, fill: As in :class:`~.config.FGRAGRanking`.
 
     Returns:
-        The ranked chunks, and counts: ``reached`` (chunks the expansion
-        reached), ``returned_reached``, ``filled``, ``without_vector``.
+        The ranked chunks, and counts: ``reached``, ``returned_reached``,
+        ``filled``, ``without_vector``.
     """
     if ranking not in RANKINGS:
         raise ValueError(f"ranking must be one of {RANKINGS}, got {ranking!r}")

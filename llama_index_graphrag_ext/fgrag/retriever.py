@@ -1,21 +1,12 @@
 """``FGRAGRetriever``: query entities, context-aware expansion, chunks with evidence.
 
-The LLM-free half of FG-RAG's query path [P §3.2, §3.3 steps 1-2]:
-
-1. query entities (Eq. 8): given by the caller (the query engine asks its LLM),
-   or, LLM-free, spaCy's named entities and noun chunks of the query; the
-   whole query is added as one more entity, as in the authors' code;
-2. for each, context-aware entity expansion (Eqs. 6-7 and the BFS passes,
-   see [`expand_many`][llama_index_graphrag_ext.fgrag.expansion.expand_many]).
-
-As a retriever it returns the original chunks the gathered descriptions came
-from (the paper summarises the descriptions instead and never ranks chunks).
-Every reached chunk is ranked by its own similarity to the question plus its
-weighted description evidence, and a short list is filled from chunk
-similarity, counted (see :mod:`.ranking`). Each returned node carries the
-query entities, the weak and strong context entities and the descriptions
-that chose it under ``metadata["evidence"]``; :attr:`FGRAGRetriever.stats`
-counts what the expansion reached and what was filled.
+The LLM-free half of FG-RAG's query path [P §3.2, §3.3]: query entities (Eq.
+8: the engine's LLM gives them, else spaCy's entities and noun chunks; the
+whole query is one more, as in the authors' code), then context-aware entity
+expansion for each (:func:`~.expansion.expand_many`). As a retriever it returns
+the chunks the gathered descriptions came from, ranked by :mod:`.ranking` (the
+paper summarises the descriptions and never ranks chunks), each with its
+query entities, context entities and descriptions under ``metadata["evidence"]``.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -33,12 +24,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.embeddings import embed_query, embed_texts
 from ..core.nodes import require_query, with_evidence
 from ..core.text import load_spacy, normalize_entity, parsing
-from ..core.windows import LONG_CHUNK_SCORES
+from .config import FGRAGConfig
 from .expansion import Expansion, expand_many
-from .ranking import FILLS, RANKINGS, rank_reached
-
-if TYPE_CHECKING:
-    from .index import FGRAGIndex
+from .ranking import rank_reached
 
 logger = logging.getLogger(__name__)
 
@@ -86,83 +74,29 @@ class FGRAGRetriever(BaseRetriever):
 
     Args:
         index: The index.
+        config: A :class:`~.config.FGRAGConfig` or preset name (default: the index's);
+            its ``expansion`` and ``ranking`` sections are used.
         similarity_top_k: Chunks returned.
-        top_n: ``|E_w|`` per query entity (authors: 20).
-        strong_top_n: ``|E_s|`` (authors: 20).
-        description_budget: New descriptions per BFS pass (authors: 75).
-        per_entity: Per-visit cap on one entity's descriptions and relations
-            (``None``: the authors' behaviour).
-        max_depth: BFS hop limit (``None``: until the budget is spent).
-        max_query_entities: Query entities kept (authors: 9).
-        include_query_as_entity: Add the whole query as one more entity (authors' code).
-        use_strong_context: ``False`` skips ``E_s`` (ablation).
-        chunk_ranking: ``"combined"``: each reached chunk's similarity to the
-            question plus ``evidence_weight`` times its normalised description
-            evidence; ``"evidence"``: evidence alone (ablation).
-        evidence_weight: Weight of the evidence (chosen on a dev set; see the docs).
-        fill: When fewer than ``similarity_top_k`` chunks were reached:
-            ``"none"`` (default, the paper's scope: only what the expansion
-            reached) returns fewer, counted in :attr:`stats`;
-            ``"similarity"`` tops up with the chunks nearest the question
-            (counted, logged); ``"raise"`` raises :class:`~.ranking.UnderfilledError`.
-        long_chunks: The similarity of a chunk longer than the embedder's window:
-            its best window's (``"best-window"``) or its pooled vector's
-            (``"pooled"``). The fill's search for the nearest chunks reads the
-            pooled vectors either way.
         callback_manager: Callbacks; ``Settings`` when omitted.
+        **overrides: Query-time fields of the config by name (``top_n=10``, ``fill="none"``).
     """
 
     def __init__(
         self,
-        index: FGRAGIndex,
+        index: Any,
+        *,
+        config: FGRAGConfig | str | None = None,
         similarity_top_k: int = 10,
-        top_n: int = 20,
-        strong_top_n: int = 20,
-        description_budget: int = 75,
-        per_entity: int | None = None,
-        max_depth: int | None = None,
-        max_query_entities: int = 9,
-        include_query_as_entity: bool = True,
-        use_strong_context: bool = True,
-        chunk_ranking: str = "combined",
-        evidence_weight: float = 0.3,
-        fill: str = "none",
-        long_chunks: str = "best-window",
         callback_manager: CallbackManager | None = None,
-        **kwargs: Any,
+        **overrides: Any,
     ) -> None:
-        if long_chunks not in LONG_CHUNK_SCORES:
-            raise ValueError(f"long_chunks must be one of {LONG_CHUNK_SCORES}, got {long_chunks!r}")
-        if chunk_ranking not in RANKINGS:
-            raise ValueError(f"chunk_ranking must be one of {RANKINGS}, got {chunk_ranking!r}")
-        if fill not in FILLS:
-            raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
-        if evidence_weight < 0:
-            raise ValueError(f"evidence_weight must be >= 0, got {evidence_weight}")
-        for name, value in (
-            ("similarity_top_k", similarity_top_k),
-            ("top_n", top_n),
-            ("strong_top_n", strong_top_n),
-            ("description_budget", description_budget),
-            ("max_query_entities", max_query_entities),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
-        super().__init__(callback_manager=callback_manager, **kwargs)
+        if similarity_top_k <= 0:
+            raise ValueError(f"similarity_top_k must be > 0, got {similarity_top_k}")
+        base = index.config if config is None else FGRAGConfig.resolve(config)
+        self.config = base.at_query_time(overrides)
+        super().__init__(callback_manager=callback_manager)
         self._index = index
         self.similarity_top_k = similarity_top_k
-        self.top_n = top_n
-        self.strong_top_n = strong_top_n
-        self.description_budget = description_budget
-        self.per_entity = per_entity
-        self.max_depth = max_depth
-        self.max_query_entities = max_query_entities
-        self.include_query_as_entity = include_query_as_entity
-        self.use_strong_context = use_strong_context
-        self.chunk_ranking = chunk_ranking
-        self.evidence_weight = float(evidence_weight)
-        self.fill = fill
-        self.long_chunks = long_chunks
         self._stats: dict[str, int] = dict.fromkeys(_STAT_KEYS, 0)
 
     @property
@@ -178,34 +112,27 @@ class FGRAGRetriever(BaseRetriever):
         return self._stats
 
     @property
-    def index(self) -> FGRAGIndex:
+    def index(self) -> Any:
         """The index searched."""
         return self._index
 
     def query_entities(self, query: str, entities: Sequence[str] | None = None) -> list[str]:
         """The retrieval units: the given (or spaCy) entities, capped, plus the query."""
+        params = self.config.expansion
         chosen = list(entities) if entities is not None else spacy_query_entities(query)
         out: list[str] = []
         keys: set[str] = set()
         for text in chosen:
             key = normalize_entity(text)
-            if key and key not in keys and len(out) < self.max_query_entities:
+            if key and key not in keys and len(out) < params.max_query_entities:
                 keys.add(key)
                 out.append(text.strip())
-        if self.include_query_as_entity and query.strip() and normalize_entity(query) not in keys:
+        if params.include_query and query.strip() and normalize_entity(query) not in keys:
             out.append(query.strip())
         return out
 
     def expand(self, query: str, entities: Sequence[str] | None = None) -> list[Expansion]:
-        """CAEE for every query entity (Eqs. 6-7 and both BFS passes).
-
-        Args:
-            query: The query.
-            entities: Query entities from an LLM; spaCy's when ``None``.
-
-        Returns:
-            One [`Expansion`][llama_index_graphrag_ext.fgrag.expansion.Expansion] per query entity.
-        """
+        """CAEE for every query entity (``entities``: the LLM's; spaCy's when ``None``)."""
         graph = self._index.graph_snapshot()
         units = self.query_entities(query, entities)
         if not units or len(graph) == 0:
@@ -215,7 +142,8 @@ class FGRAGRetriever(BaseRetriever):
         def embed_strong(texts: list[str]) -> np.ndarray:
             return np.stack([embed_query(embed, text) for text in texts])
 
-        search, neighbours = self._index.search_path(graph)
+        params = self.config.expansion
+        search, neighbours = self._index.search_path(graph, params.store_vector_search)
         return expand_many(
             graph,
             units,
@@ -223,12 +151,12 @@ class FGRAGRetriever(BaseRetriever):
             embed_strong,
             search=search,
             neighbours=neighbours,
-            top_n=self.top_n,
-            strong_top_n=self.strong_top_n,
-            description_budget=self.description_budget,
-            per_entity=self.per_entity,
-            max_depth=self.max_depth,
-            use_strong=self.use_strong_context,
+            top_n=params.top_n,
+            strong_top_n=params.strong_top_n,
+            description_budget=params.description_budget,
+            per_entity=params.per_entity,
+            max_depth=params.max_depth,
+            use_strong=params.use_strong,
         )
 
     def rank_chunks(
@@ -241,13 +169,13 @@ class FGRAGRetriever(BaseRetriever):
             query: The question; its similarity to each chunk joins the ranking
                 (``None``: evidence alone, and no fill).
         """
-        index = self._index
+        index, params = self._index, self.config.ranking
         table = index.chunk_vectors
         similarity = nearest = None
         if query is not None and len(table):
             query_vec = embed_query(index.embed_model, query)
             ids, matrix = table.ids, table.matrix  # one snapshot
-            windows = index.chunk_windows() if self.long_chunks == "best-window" else None
+            windows = index.chunk_windows() if params.long_chunks == "best-window" else None
 
             def similarity(chunk_ids: Sequence[str]) -> np.ndarray:
                 out = np.full(len(chunk_ids), np.nan)
@@ -269,9 +197,9 @@ class FGRAGRetriever(BaseRetriever):
             self.similarity_top_k,
             similarity,
             nearest,
-            ranking=self.chunk_ranking,
-            evidence_weight=self.evidence_weight,
-            fill=self.fill,
+            ranking=params.chunk_ranking,
+            evidence_weight=params.evidence_weight,
+            fill=params.fill,
         )
         self._count(counts)
         context = {

@@ -123,7 +123,7 @@ def test_llm_method_without_an_llm_is_refused(tmp_path, capsys):
         "index",
         str(corpus),
         "--method",
-        "cue-1.0",
+        "cue:paper",
         "--out",
         str(tmp_path / "i"),
         "--llm",
@@ -136,8 +136,8 @@ def test_llm_method_without_an_llm_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("method", "extra"),
     [
-        ("cue-1.0", []),
-        ("fgrag-llm", []),
+        ("cue:paper", []),
+        ("fgrag:paper", []),
         ("lprag:paper", ["--set", "epochs=3", "--set", "hidden=32"]),
         ("chainrag", []),  # an LLM-free index; the LLM works at query time (its engine)
     ],

@@ -75,10 +75,10 @@ def summary_script() -> dict:
 @pytest.fixture
 def engines(bow_embed):
     index = FGRAGIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()]
-    )
+        DOCS, config="paper", embed_model=bow_embed, transformations=[PassageParser()]
+    )  # no LLM to extract: the co-occurrence graph, answered by the paper's map-reduce
     summary_llm = ScriptedLLM(summary_script())
-    summary_engine = index.as_query_engine(llm=summary_llm, num_workers=1, max_query_entities=1)
+    summary_engine = index.as_query_engine(llm=summary_llm, max_concurrency=1, max_query_entities=1)
     factoid_llm = ScriptedLLM(default="the Sorbonne")
     factoid_engine = RetrieverQueryEngine(
         BM25Retriever.from_documents(DOCS, similarity_top_k=2),

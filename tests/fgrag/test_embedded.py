@@ -7,7 +7,6 @@ from llama_index.core import Document
 
 from llama_index_graphrag_ext.core.defaults import embedded_llm
 from llama_index_graphrag_ext.fgrag import CooccurrenceExtractor, FGRAGIndex, FGRAGQueryEngine
-from llama_index_graphrag_ext.fgrag.extract import default_extractor
 
 pytestmark = pytest.mark.embedded
 
@@ -19,15 +18,20 @@ CORPUS = [
 
 def test_end_to_end_with_embedded_llm(minilm) -> None:
     llm = embedded_llm(max_new_tokens=48)
-    extractor = default_extractor(llm, include_noun_chunks=True)
-    assert isinstance(extractor, CooccurrenceExtractor)  # SmolLM2 cannot write tuples
     index = FGRAGIndex.from_documents(
-        [Document(text=t) for t in CORPUS], kg_extractors=[extractor], embed_model=minilm
+        [Document(text=t) for t in CORPUS],
+        config="paper",
+        include_noun_chunks=True,
+        llm=llm,
+        embed_model=minilm,
     )
+    (extractor,) = index.kg_extractors
+    assert isinstance(extractor, CooccurrenceExtractor)  # SmolLM2 cannot write tuples
+    assert extractor.include_noun_chunks
+    assert index.llm_steps.record("extraction").tier == "llm-free"
     assert index.stats()["entities"] >= 4
-    engine = FGRAGQueryEngine(
-        index, llm=llm, max_query_entities=1, max_questions=2, max_context_tokens=200
-    )
+    engine = index.as_query_engine(max_query_entities=1, max_questions=2, max_context_tokens=200)
+    assert isinstance(engine, FGRAGQueryEngine)
     response = engine.query("How do beekeepers sell honey?")
     assert str(response).strip()
     units = response.metadata["fgrag"]

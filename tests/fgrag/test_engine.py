@@ -39,12 +39,16 @@ def script() -> dict:
 
 @pytest.fixture
 def index(bow_embed) -> FGRAGIndex:
-    return FGRAGIndex.from_documents(DOCS, embed_model=bow_embed, transformations=[PassageParser()])
+    # The paper's config answers by map-reduce; with no LLM to extract, its graph is
+    # the co-occurrence one (planned and said so). Each test gives the engine its LLM.
+    return FGRAGIndex.from_documents(
+        DOCS, config="paper", embed_model=bow_embed, transformations=[PassageParser()]
+    )
 
 
 def test_map_reduce_calls_and_prompts(index: FGRAGIndex) -> None:
     llm = ScriptedLLM(script())
-    engine = index.as_query_engine(llm=llm, num_workers=1)
+    engine = index.as_query_engine(llm=llm, max_concurrency=1)
     assert isinstance(engine, FGRAGQueryEngine)
     response = engine.query(QUERY)
     assert isinstance(response, Response)
@@ -134,7 +138,7 @@ def test_reduce_merges_in_rounds_and_drops_no_summary(index: FGRAGIndex) -> None
     long = script() | {"Write a focused summary about": lambda p: summary(p) + " detail" * 20}
     llm = ScriptedLLM(long)
     # Room for about two summaries per prompt: three summaries need a merge round.
-    engine = index.as_query_engine(llm=llm, max_context_tokens=90, num_workers=1)
+    engine = index.as_query_engine(llm=llm, max_context_tokens=90, max_concurrency=1)
     response = engine.query(QUERY)
     assert response.metadata["reduce"]["reduce_rounds"] >= 1
     merges = [p for p in llm.calls if p.startswith("Merge the notes")]

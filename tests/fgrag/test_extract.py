@@ -8,13 +8,10 @@ from llama_index.core.schema import TextNode
 from support import ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, LLMSteps, is_embedded
-from llama_index_graphrag_ext.fgrag.extract import (
-    CooccurrenceExtractor,
-    FGRAGExtractor,
-    default_extractor,
-    extraction_to_graph,
-    parse_extraction,
-)
+from llama_index_graphrag_ext.fgrag.config import FGRAGConfig
+from llama_index_graphrag_ext.fgrag.cooccurrence import CooccurrenceExtractor
+from llama_index_graphrag_ext.fgrag.extract import FGRAGExtractor, make_extractor
+from llama_index_graphrag_ext.fgrag.records import extraction_to_graph, parse_extraction
 
 GOOD = (
     '("entity"<|>Marie Curie<|>person<|>A physicist who studied radioactivity.)##\n'
@@ -145,16 +142,24 @@ def test_cooccurrence_graph_on_handwritten_text() -> None:
     assert ("marie curie", "pierre curie") not in pairs  # never in one sentence
 
 
-def test_default_extractor_choice(monkeypatch, caplog) -> None:
+def test_extractor_choice(monkeypatch, caplog) -> None:
     monkeypatch.setenv("GRAPHRAG_LLM", "none")
-    assert isinstance(default_extractor(None), CooccurrenceExtractor)
+    paper = FGRAGConfig.resolve("paper", max_gleanings=2, sentence_splitter="rule")
+    assert isinstance(make_extractor(paper, None), CooccurrenceExtractor)
     strong = ScriptedLLM("x", model_name="gpt-test")
-    assert isinstance(default_extractor(strong), FGRAGExtractor)
+    extractor = make_extractor(paper, strong)
+    assert isinstance(extractor, FGRAGExtractor) and extractor.max_gleanings == 2
     weak = ScriptedLLM("x", model_name="SmolLM2-135M-Instruct.gguf")
     assert is_embedded(weak)
     steps = LLMSteps("test")
     with caplog.at_level("WARNING"):
-        assert isinstance(default_extractor(weak, steps=steps), CooccurrenceExtractor)
+        fallback = make_extractor(paper, weak, steps)
+    assert isinstance(fallback, CooccurrenceExtractor) and fallback.sentence_splitter == "rule"
     assert "cannot write JSON" in caplog.text  # said loudly, not silently
     record = steps.record("extraction")
     assert record.tier == "llm-free" and record.llm_class == "ScriptedLLM"
+    # The LLM-free config never asks for an LLM, whatever is given.
+    steps = LLMSteps("test")
+    chosen = make_extractor(FGRAGConfig.resolve("default"), strong, steps)
+    assert isinstance(chosen, CooccurrenceExtractor)
+    assert steps.record("extraction").source == "choice"

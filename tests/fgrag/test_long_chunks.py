@@ -36,22 +36,11 @@ def test_best_window_is_the_long_chunk_s_similarity(index):
         index.as_retriever(long_chunks="mean")
 
 
-def test_windows_persist_leave_with_their_chunk_and_are_made_for_an_older_index(
-    index, minilm, tmp_path, caplog
-):
+def test_windows_persist_and_leave_with_their_chunk(index, minilm, tmp_path):
     index.persist(tmp_path / "fg")
     loaded = FGRAGIndex.load(tmp_path / "fg", embed_model=minilm)
     assert loaded._windows.ids == index._windows.ids
     assert _ranked(loaded) == _ranked(index)
-    # An index persisted before windows were kept embeds its long chunks' windows on load.
-    for name in ("chunk_windows.npz", "chunk_windows.ids.json"):
-        (tmp_path / "fg" / name).unlink()
-    with caplog.at_level("WARNING"):
-        old = FGRAGIndex.load(tmp_path / "fg", embed_model=minilm)
-    assert "no windows of long chunks" in caplog.text
-    assert old.build_stats["chunk_windows_embedded_on_load"] == len(index._windows)
-    assert old._windows.ids == index._windows.ids
-    assert _ranked(old) == _ranked(index)
     # Deleting the long document drops its windows with it.
     loaded.delete_ref_doc("log")
     assert len(loaded._windows) == 0 and loaded.chunk_windows() is None

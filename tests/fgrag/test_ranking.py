@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from llama_index.core import Document
 
 from llama_index_graphrag_ext.core.nodes import EVIDENCE_KEY, PassageParser
+from llama_index_graphrag_ext.core.persist import MANIFEST, IndexFormatError
 from llama_index_graphrag_ext.fgrag import FGRAGIndex
 from llama_index_graphrag_ext.fgrag.expansion import Description, Expansion
 from llama_index_graphrag_ext.fgrag.ranking import UnderfilledError, rank_reached
@@ -78,7 +80,7 @@ def test_fill_none_and_raise(index: FGRAGIndex) -> None:
     exps = index.as_retriever(top_n=1, strong_top_n=1).expand("Nile", ["Nile"])
     reached = {d.chunk_id for e in exps for d in e.hits}
     assert len(reached) == 1
-    retriever = index.as_retriever(similarity_top_k=4)  # fill="none" by default
+    retriever = index.as_retriever(similarity_top_k=4, fill="none")  # the paper's scope
     none = retriever.rank_chunks(exps, "Nile")
     assert {r.node.node_id for r in none} == reached
     assert retriever.stats["queries_under_k"] == 1 and retriever.stats["returned_filled"] == 0
@@ -100,13 +102,10 @@ def test_chunk_vectors_persist_and_follow_deletes(index: FGRAGIndex, bow_embed, 
     assert "nile" not in got
 
 
-def test_an_index_persisted_without_chunk_vectors_embeds_them_on_load(
-    index: FGRAGIndex, bow_embed, tmp_path
-) -> None:
+def test_an_index_of_the_previous_format_is_refused(index: FGRAGIndex, bow_embed, tmp_path) -> None:
     index.persist(tmp_path / "idx")
-    (tmp_path / "idx" / "chunks.npz").unlink()  # as an index written before chunk vectors
-    loaded = FGRAGIndex.load(tmp_path / "idx", embed_model=bow_embed)
-    assert loaded.build_stats["chunks_embedded_on_load"] == 4
-    assert np.allclose(
-        loaded.chunk_vectors.get(index.chunk_vectors.ids), index.chunk_vectors.matrix
-    )
+    manifest = tmp_path / "idx" / MANIFEST
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "format_version": 2}))
+    with pytest.raises(IndexFormatError, match="Rebuild the index"):
+        FGRAGIndex.load(tmp_path / "idx", embed_model=bow_embed)

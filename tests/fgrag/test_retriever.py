@@ -31,7 +31,7 @@ def test_query_entities_capped_plus_query(index: FGRAGIndex) -> None:
     r = FGRAGRetriever(index, max_query_entities=2)
     units = r.query_entities("q about things", ["A", "a", "B", "C"])
     assert units == ["A", "B", "q about things"]
-    r2 = FGRAGRetriever(index, include_query_as_entity=False)
+    r2 = FGRAGRetriever(index, include_query=False)
     assert r2.query_entities("x", ["A"]) == ["A"]
     with pytest.raises(ValueError):
         FGRAGRetriever(index, top_n=0)

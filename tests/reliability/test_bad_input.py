@@ -320,9 +320,14 @@ def test_ten_megabyte_document_in_the_graph_indexes(
     assert hash_embed.longest_text <= TEN_MB + 1000  # the chunk (and its title), once
     retriever = retriever_for(method, index, 2)
     if method == "fgrag":
-        # Without NER there is no entity, so FG-RAG reaches nothing, and says so.
+        # Without NER there is no entity, so FG-RAG reaches nothing, and says so; the
+        # default preset's fill tops the list up by similarity, marked as such.
         assert "5 of 5 chunk(s) gave no entity" in caplog.text
-        assert retriever.retrieve("Where was Marie Curie born?") == []
+        filled = retriever.retrieve("Where was Marie Curie born?")
+        assert [r.node.metadata["evidence"]["source"] for r in filled] == ["similarity-fill"] * 2
+        assert retriever.stats["reached_chunks"] == 0
+        unfilled = index.as_retriever(similarity_top_k=2, fill="none")
+        assert unfilled.retrieve("Where was Marie Curie born?") == []
     else:
         assert source_ids(retriever.retrieve("Where was Marie Curie born?"))[0] == "curie"
     assert MAX_CHUNK_CHARS <= 200_000

@@ -159,7 +159,7 @@ def test_chainrag_and_qcg_async_calls_never_block_the_loop(model_server, like, m
 
 def test_fgrag_aquery_never_blocks_the_loop(model_server, like, minilm):
     index = FGRAGIndex.from_documents(
-        DOCS, llm=like, embed_model=minilm, transformations=[PassageParser()]
+        DOCS, config="paper", llm=like, embed_model=minilm, transformations=[PassageParser()]
     )
     engine = index.as_query_engine(max_query_entities=2, max_questions=2)
     model_server.inject(Fault(delay=LATENCY, times=None))
@@ -177,7 +177,7 @@ def test_fgrag_aquery_never_blocks_the_loop(model_server, like, minilm):
 
 def test_fgrag_ainsert_never_blocks_the_loop(model_server, like, minilm):
     index = FGRAGIndex.from_documents(
-        DOCS, llm=like, embed_model=minilm, transformations=[PassageParser()]
+        DOCS, config="paper", llm=like, embed_model=minilm, transformations=[PassageParser()]
     )
     model_server.inject(Fault(delay=LATENCY, times=None))
 
@@ -197,7 +197,7 @@ def test_async_streaming_is_counted(model_server, wire_llm, bow_embed):
         DOCS, embed_model=bow_embed, transformations=[PassageParser()]
     )
     fgrag = FGRAGIndex.from_documents(
-        DOCS, llm=wire_llm, embed_model=bow_embed, transformations=[PassageParser()]
+        DOCS, config="paper", llm=wire_llm, embed_model=bow_embed, transformations=[PassageParser()]
     )
     engines = {
         "answer-integration": chain.as_query_engine(
@@ -227,7 +227,7 @@ def test_sync_and_asyncio_run_calls_mix_on_one_client(model_server, like, bow_em
     """One client with no retries of its own, used from sync code and from several
     ``asyncio.run`` loops: no call may fail on a connection of a closed loop."""
     options = {"transformations": [PassageParser()], "embed_model": bow_embed, "llm": like}
-    fgrag = FGRAGIndex.from_documents(DOCS[:1], **options)
+    fgrag = FGRAGIndex.from_documents(DOCS[:1], config="paper", **options)
     qcg = QueryCentricGraphIndex.from_documents(DOCS[:1], config="paper", M=3, **options)
     chain = SentenceGraphIndex.from_documents(DOCS, **options)
     for index in (fgrag, qcg):

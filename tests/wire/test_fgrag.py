@@ -17,7 +17,7 @@ from support.wire import Fault
 from llama_index_graphrag_ext.core.llm import LLMFallbackError, RetryPolicy
 from llama_index_graphrag_ext.core.nodes import PassageParser
 from llama_index_graphrag_ext.fgrag import FGRAGExtractor, FGRAGIndex
-from llama_index_graphrag_ext.fgrag.extract import BUILT_BY, CO_OCCURS, DESCRIPTIONS, RELATED
+from llama_index_graphrag_ext.fgrag.records import BUILT_BY, CO_OCCURS, DESCRIPTIONS, RELATED
 from llama_index_graphrag_ext.fgrag.retriever import spacy_query_entities
 
 DOCS = [
@@ -91,7 +91,7 @@ def test_index_with_only_settings_llm_extracts_with_the_llm(model_server, wire_l
 
     Settings.llm = wire_llm  # nothing else: no llm=, no kg_extractors
     index = FGRAGIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()]
+        DOCS, config="paper", embed_model=bow_embed, transformations=[PassageParser()]
     )
     assert index.extractors_used == ["FGRAGExtractor"]
     record = index.llm_steps.record("extraction")
@@ -105,7 +105,8 @@ def test_index_with_only_settings_llm_extracts_with_the_llm(model_server, wire_l
     assert entities and all(e.properties[BUILT_BY] == "llm" for e in entities)
     stats = index.stats()
     assert stats["entities"] == len(entities) and stats["relations"] > 0
-    assert stats["llm_steps"]["extraction"]["source"] == "settings"
+    assert stats["extractors"] == ["FGRAGExtractor"]
+    assert (stats["extraction"]["llm_chunks"], stats["extraction"]["fallback_chunks"]) == (3, 0)
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ def fg_index(model_server, wire_llm, how, give_llm, bow_embed):
     """An index built over the wire; the engine then gets its LLM the ``how`` way."""
     kwargs = give_llm(wire_llm)
     index = FGRAGIndex.from_documents(
-        DOCS, embed_model=bow_embed, transformations=[PassageParser()], **kwargs
+        DOCS, config="paper", embed_model=bow_embed, transformations=[PassageParser()], **kwargs
     )
     model_server.reset()
     model_server.responder.tasks.clear()
@@ -208,7 +209,11 @@ def test_server_errors_are_retried_without_a_fallback(model_server, wire_llm, mo
 
 def test_junk_query_entities_fall_back_to_spacy(model_server, wire_llm, bow_embed):
     index = FGRAGIndex.from_documents(
-        DOCS, llm=wire_llm, embed_model=bow_embed, transformations=[PassageParser()]
+        DOCS,
+        config="paper",
+        llm=wire_llm,
+        embed_model=bow_embed,
+        transformations=[PassageParser()],
     )
     model_server.reset()
     model_server.responder.junk = lambda req, task: task == "fg-entities"
