@@ -29,7 +29,7 @@ from llama_index_graphrag_ext.core.prompts import SHORT_ANSWER_PROMPT
 from llama_index_graphrag_ext.cue import MultiPartiteIndex
 from llama_index_graphrag_ext.demo import DEMO_DATA
 from llama_index_graphrag_ext.eval.data import load_benchmark
-from llama_index_graphrag_ext.fgrag import FGRAGIndex
+from llama_index_graphrag_ext.fgrag import FGRAGIndex, FGRAGQueryEngine
 from llama_index_graphrag_ext.fgrag.extract import CooccurrenceExtractor
 from llama_index_graphrag_ext.qcg import QueryCentricGraphIndex
 
@@ -91,8 +91,14 @@ def main() -> None:
     factoid_engine = RetrieverQueryEngine.from_args(
         fused, llm=llm, text_qa_template=SHORT_ANSWER_PROMPT
     )
-    summary_engine = fg.as_query_engine(
-        llm=llm, max_query_entities=1, max_questions=1, max_context_tokens=300, num_workers=1
+    # FG-RAG's map-reduce summaries, here over the co-occurrence graph built above.
+    summary_engine = FGRAGQueryEngine(
+        fg,
+        llm=llm,
+        max_query_entities=1,
+        max_questions=1,
+        max_context_tokens=300,
+        max_concurrency=1,
     )
     router = build_router(summary_engine, factoid_engine, selector="heuristic")
     for text in (question.question, SUMMARY_QUESTION):

@@ -16,7 +16,7 @@ from llama_index.core import Document
 from llama_index_graphrag_ext.core.defaults import embedded_llm
 from llama_index_graphrag_ext.core.llm import is_embedded, resolve_llm
 from llama_index_graphrag_ext.core.nodes import EVIDENCE_KEY
-from llama_index_graphrag_ext.fgrag import FGRAGIndex, FGRAGQueryEngine, default_extractor
+from llama_index_graphrag_ext.fgrag import FGRAGIndex
 
 CORPUS = [
     "Beekeepers in Ohio sell raw honey at farmers markets and through local grocery stores. "
@@ -37,11 +37,10 @@ def main() -> None:
     if is_embedded(llm):  # keep the tiny model's answers short (CI runs this on 2 cores)
         llm = embedded_llm(max_new_tokens=100, generate_kwargs={"repeat_penalty": 1.3})
 
-    # 1. The graph: PropertyGraphIndex + FG-RAG's extractor, same-name merging, entity vectors.
-    #    A strong LLM extracts entities and relations; without one, spaCy entities and
-    #    noun chunks related by sentence co-occurrence build the graph.
-    extractor = default_extractor(llm, include_noun_chunks=True)
-    index = FGRAGIndex.from_documents(documents, kg_extractors=[extractor])
+    # 1. The graph (the paper's pipeline): the LLM extracts entities and relations; a model
+    #    that cannot write the records (the embedded SmolLM2) makes the step LLM-free, and
+    #    the step ledger says so: spaCy entities and noun chunks related by co-occurrence.
+    index = FGRAGIndex.from_documents(documents, config="paper", llm=llm, include_noun_chunks=True)
     print("graph:", index.stats())
 
     # 2. Context-aware entity expansion alone (LLM-free): chunks with their evidence.
@@ -50,13 +49,8 @@ def main() -> None:
         print(f"{hit.score:.2f} {hit.node.ref_doc_id}: entities {evidence['query_entities']}")
 
     # 3. Query-level fine-grained summarization: map per query entity, streamed reduce.
-    engine = FGRAGQueryEngine(
-        index,
-        llm=llm,
-        streaming=True,
-        max_query_entities=1,
-        max_questions=3,
-        max_context_tokens=300,
+    engine = index.as_query_engine(
+        llm=llm, streaming=True, max_query_entities=1, max_questions=3, max_context_tokens=300
     )
     response = engine.query(QUESTION)
     print("\nanswer: ", end="")
