@@ -96,10 +96,13 @@ def read_collection(folder: str | Path) -> Collection:
         raise UserError(f"{path} is damaged ({exc}); rebuild the index") from exc
     version = data.get("format_version")
     if version != COLLECTION_FORMAT:
+        from ..specs import RENAMED
+
+        method = str(data.get("method", "NAME"))
         raise UserError(
             f"{folder} was written in index format {version}; this release reads format "
             f"{COLLECTION_FORMAT}. Rebuild it: graphrag-ext index PATH... --method "
-            f"{data.get('method', 'NAME')} --out {folder}"
+            f"{RENAMED.get(method, method)} --out {folder}"
         )
     return Collection.from_dict(data)
 

@@ -22,11 +22,11 @@ from graphrag_ext_ladybug import close_store, hop_reader, open_store  # noqa: E4
 from graphrag_ext_ladybug.parity import benchmark_slice, format_table, run_parity  # noqa: E402
 from llama_index.core.graph_stores.types import EntityNode, Relation  # noqa: E402
 from llama_index.core.schema import Document  # noqa: E402
+from support import BagOfWordsEmbedding  # noqa: E402
 
 from llama_index_graphrag_ext.core.nodes import PassageParser  # noqa: E402
 from llama_index_graphrag_ext.fgrag import CooccurrenceExtractor, FGRAGIndex  # noqa: E402
 from llama_index_graphrag_ext.fgrag.stores import StoreNeighbours  # noqa: E402
-from support import BagOfWordsEmbedding  # noqa: E402
 
 MUSIQUE = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "musique-100"
 

@@ -40,7 +40,7 @@ class Method:
     """How to build, persist, reload and query one index kind.
 
     Attributes:
-        name: The benchmark name (``qcg-sentences``, ``cue-0.0``, ...).
+        name: The run name (``qcg``, ``lprag:pseudo``, ...).
         build: ``(documents, embed_model, vector_store) -> index``.
         persist: ``(index, folder) -> None``.
         load: ``(folder, embed_model, vector_store or None) -> index``; ``None``
@@ -62,29 +62,26 @@ def _ids(results) -> list[str]:
     return [r.node.node_id for r in results]
 
 
-def _graph_method(name: str, cls_path: str, retriever_kw: str, **settings: Any) -> Method:
-    """A :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase` subclass."""
+def _graph_method(name: str) -> Method:
+    """A graph method by its run name (``qcg``, ``lprag:pseudo``), through its spec."""
+    from llama_index_graphrag_ext.core.spec import make_config, parse_method_name
+    from llama_index_graphrag_ext.specs import get_spec
 
-    def cls():
-        module, _, attr = cls_path.rpartition(".")
-        return getattr(__import__(module, fromlist=[attr]), attr)
+    parsed = parse_method_name(name)
+    spec = get_spec(parsed.method)
+    config = make_config(spec, parsed)
 
     def build(docs, embed, store):
         from llama_index_graphrag_ext.core.nodes import PassageParser
 
-        return cls().from_documents(
-            docs,
-            transformations=[PassageParser()],
-            embed_model=embed,
-            vector_store=store,
-            **{k: (v() if callable(v) else v) for k, v in settings.items()},
-        )
+        nodes = PassageParser().get_nodes_from_documents(docs)
+        return spec.build(nodes, config, embed_model=embed, vector_store=store)
 
     def load(folder, embed, store):
-        return cls().load(folder, embed_model=embed, vector_store=store)
+        return spec.load(folder, embed_model=embed, vector_store=store)
 
     def retrieve(index, question, k):
-        return _ids(index.as_retriever(**{retriever_kw: k}).retrieve(question))
+        return _ids(index.as_retriever(similarity_top_k=k).retrieve(question))
 
     return Method(name, build, lambda index, folder: index.persist(folder), load, retrieve)
 
@@ -113,61 +110,11 @@ def _dense() -> Method:
     return Method("dense", build, persist, load, retrieve, memory_from_build=True)
 
 
-def _qcg_generator():
-    from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator
-
-    return SentenceQueryGenerator()
-
-
-def _fgrag() -> Method:
-    from llama_index_graphrag_ext.core.nodes import PassageParser
-    from llama_index_graphrag_ext.fgrag.extract import CooccurrenceExtractor
-    from llama_index_graphrag_ext.fgrag.index import FGRAGIndex
-
-    def build(docs, embed, store):
-        return FGRAGIndex.from_documents(
-            docs,
-            kg_extractors=[CooccurrenceExtractor()],
-            embed_model=embed,
-            transformations=[PassageParser()],
-            vector_store=store,
-        )
-
-    def load(folder, embed, store):
-        return FGRAGIndex.load(folder, embed_model=embed, vector_store=store)
-
-    def retrieve(index, question, k):
-        return _ids(index.as_retriever(similarity_top_k=k).retrieve(question))
-
-    return Method("fgrag", build, lambda index, folder: index.persist(folder), load, retrieve)
-
-
 def methods() -> dict[str, Method]:
     """The LLM-free methods, by benchmark name."""
     table = [
         _dense(),
-        _graph_method(
-            "qcg-sentences",
-            "llama_index_graphrag_ext.qcg.index.QueryCentricGraphIndex",
-            "similarity_top_k",
-            generator=_qcg_generator,
-            preset="sentences",
-        ),
-        _graph_method(
-            "cue-0.0", "llama_index_graphrag_ext.cue.index.MultiPartiteIndex", "top_n", alpha=0.0
-        ),
-        _graph_method(
-            "chainrag-retriever",
-            "llama_index_graphrag_ext.chainrag.index.SentenceGraphIndex",
-            "similarity_top_k",
-        ),
-        _graph_method(
-            "lprag:pseudo",
-            "llama_index_graphrag_ext.lprag.index.ChunkQueryLinkIndex",
-            "similarity_top_k",
-            config="pseudo",
-        ),
-        _fgrag(),
+        *(_graph_method(n) for n in ("qcg", "cue", "chainrag", "lprag:pseudo", "fgrag")),
     ]
     return {m.name: m for m in table}
 

@@ -22,13 +22,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from graphrag_ext_milvus import is_lite_uri, milvus_store  # noqa: E402
 from graphrag_ext_milvus.parity import methods, run_parity  # noqa: E402
 from llama_index.core.schema import Document  # noqa: E402
+from support import BagOfWordsEmbedding  # noqa: E402
 
 from llama_index_graphrag_ext.core.embeddings import normalize_rows  # noqa: E402
 from llama_index_graphrag_ext.core.nodes import PassageParser  # noqa: E402
 from llama_index_graphrag_ext.core.vectors import InMemoryVectorTable, VectorStoreTable  # noqa: E402
-from llama_index_graphrag_ext.qcg.generator import SentenceQueryGenerator  # noqa: E402
 from llama_index_graphrag_ext.qcg.index import QueryCentricGraphIndex  # noqa: E402
-from support import BagOfWordsEmbedding  # noqa: E402
 
 MUSIQUE = Path(__file__).resolve().parents[3].parent / "shared" / "benchmarks" / "musique-100"
 
@@ -105,8 +104,8 @@ def test_index_store_follows_inserts_and_deletes_and_namespaces(tmp_path):
             docs,
             transformations=[PassageParser()],
             embed_model=embed,
-            generator=SentenceQueryGenerator(min_chars=5),
-            preset="sentences",
+            config="default",
+            min_chars=5,
             vector_store=store,
             vector_namespace=namespace,
         )
@@ -117,8 +116,8 @@ def test_index_store_follows_inserts_and_deletes_and_namespaces(tmp_path):
         DOCS[:4],
         transformations=[PassageParser()],
         embed_model=embed,
-        generator=SentenceQueryGenerator(min_chars=5),
-        preset="sentences",
+        config="default",
+        min_chars=5,
     )
 
     def top(index, q="Who designed the Analytical Engine?"):
