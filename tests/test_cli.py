@@ -40,9 +40,17 @@ def test_bench_writes_table_json_and_plot(musique_slice, tmp_path, capsys):
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_rejects_unknown_methods_and_bad_sets(musique_slice):
-    with pytest.raises(KeyError, match="unknown method"):
-        main(["bench", "--data", str(musique_slice), "--methods", "nope", "--quiet"])
+def test_bench_rejects_unknown_methods_and_bad_sets(musique_slice, capsys):
+    for methods, sets, message in (
+        ("nope", [], "unknown method 'nope'"),
+        ("qcg-sentences", [], "unknown method 'qcg-sentences' (now qcg)"),
+        ("qcg:nope", [], "no preset 'nope'"),
+        ("bm25", ["--set", "gamma=1"], "--set gamma: no method of this run"),
+    ):
+        argv = ["bench", "--data", str(musique_slice), "--methods", methods, "--quiet", *sets]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err
     with pytest.raises(SystemExit, match="key=value"):
         main(["bench", "--data", str(musique_slice), "--methods", "bm25", "--set", "oops"])
 

@@ -50,7 +50,9 @@ class BM25Retriever(BaseRetriever):
         self._docstore = compact_docstore()
         self._ids: list[str] = []  # row -> node id
         self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
-        self._bm25.index(list(self._store_and_tokenize(nodes)), show_progress=False)
+        tokens = list(self._store_and_tokenize(nodes))
+        if tokens:  # bm25s cannot index an empty corpus; an empty one finds nothing
+            self._bm25.index(tokens, show_progress=False)
         self.similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager)
 
@@ -84,6 +86,8 @@ class BM25Retriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query_tokens = tokenize(require_query(query_bundle.query_str))
+        if not self._ids:
+            return []
         known = [t for t in query_tokens if t in self._bm25.vocab_dict]
         scores = self._bm25.get_scores(known) if known else np.zeros(len(self), np.float32)
         rows, top = top_k_of_scores(scores, self.similarity_top_k)

@@ -8,12 +8,11 @@ engine does (its ``answer`` and ``llm`` sections).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from ..core.config import ConfigError, MethodConfig, Preset, Section
+from ..core.config import MethodConfig, Preset, Section
 from ..core.llm.settings import LLMSettings
 
 #: The three edge kinds of the paper (§3.1), in the order the paper lists them.
@@ -197,15 +196,3 @@ class ChainRAGConfig(MethodConfig):
     @property
     def uses_llm(self) -> bool:
         return False
-
-    def at_query_time(self, overrides: Mapping[str, Any], *sections: str) -> ChainRAGConfig:
-        """A copy with ``overrides``, which may only set fields of ``sections`` (a
-        retriever or engine cannot change the graph its index built)."""
-        where = self.field_sections()
-        built = sorted(k for k in overrides if k in where and where[k] not in sections)
-        if built:
-            raise ConfigError(
-                f"{', '.join(built)}: a setting of the index, given when it is built "
-                "(config= or by name), not per retriever or engine"
-            )
-        return self.updated(overrides)

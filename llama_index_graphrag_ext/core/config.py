@@ -56,6 +56,8 @@ class MethodConfig(BaseModel):
     presets: ClassVar[dict[str, Preset]] = {"default": Preset("No settings of its own.")}
     #: What an index built with no ``config=`` uses.
     default_preset: ClassVar[str] = "default"
+    #: The sections a retriever or engine may change (the others fix what the index built).
+    query_sections: ClassVar[tuple[str, ...]] = ("retrieval", "llm")
 
     _origin: str = PrivateAttr(default="")
 
@@ -169,6 +171,20 @@ class MethodConfig(BaseModel):
         changes = ", ".join(f"{k}={v}" for k, v in values.items())
         config._origin = f"{self._origin} + {changes}" if self._origin else changes
         return config
+
+    def at_query_time(self, overrides: Mapping[str, Any], *sections: str) -> MethodConfig:
+        """A copy with ``overrides`` of query-time fields: those of ``sections`` (default:
+        :attr:`query_sections`). A field of the index's own sections is an error: a
+        retriever cannot change the graph its index built."""
+        allowed = sections or self.query_sections
+        where = self.field_sections()
+        built = sorted(k for k in overrides if k in where and where[k] not in allowed)
+        if built:
+            raise ConfigError(
+                f"{', '.join(built)}: a setting of the index, given when it is built "
+                "(config= or by name), not per retriever or engine"
+            )
+        return self.updated(overrides)
 
     @classmethod
     def _validate(cls, data: dict[str, Any]) -> MethodConfig:

@@ -8,12 +8,11 @@ scorer (:mod:`.scoring`): no re-ranker ships offline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from ..core.config import ConfigError, MethodConfig, Preset, Section
+from ..core.config import MethodConfig, Preset, Section
 from ..core.llm.settings import LLMSettings
 from ..core.text import DEFAULT_ENTITY_LABELS
 
@@ -136,10 +135,6 @@ class CUERetrieval(Section):
     )
 
 
-#: The sections a retriever may change; the others are the index's.
-QUERY_SECTIONS = ("retrieval", "llm")
-
-
 class CUEConfig(MethodConfig):
     """CUE-RAG: chunks, knowledge units and entities, searched by Q-Iter."""
 
@@ -185,15 +180,3 @@ class CUEConfig(MethodConfig):
     @property
     def uses_llm(self) -> bool:
         return self.graph.alpha > 0 or self.retrieval.query_entities == "llm"
-
-    def at_query_time(self, overrides: Mapping[str, Any]) -> CUEConfig:
-        """A copy with ``overrides`` of the retrieval and LLM settings (a retriever cannot
-        change the graph its index built)."""
-        where = self.field_sections()
-        built = sorted(k for k in overrides if k in where and where[k] not in QUERY_SECTIONS)
-        if built:
-            raise ConfigError(
-                f"{', '.join(built)}: a setting of the index, given when it is built "
-                "(config= or by name), not per retriever"
-            )
-        return self.updated(overrides)

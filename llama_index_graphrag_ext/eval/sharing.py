@@ -109,9 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m llama_index_graphrag_ext.eval.sharing --data DIR [--methods a,b]``."""
     parser = argparse.ArgumentParser(description=measure_sharing.__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="benchmark folder (canonical format)")
-    parser.add_argument(
-        "--methods", default="qcg,cue,chainrag,lprag:pseudo"
-    )
+    parser.add_argument("--methods", default="qcg,cue,chainrag,lprag:pseudo")
     parser.add_argument("--max-passages", type=int, default=None)
     parser.add_argument("--out", default=None, help="write the result as JSON")
     args = parser.parse_args(argv)

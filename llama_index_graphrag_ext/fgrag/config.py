@@ -9,12 +9,11 @@ questions, 50 descriptions per entity). The paper never ranks chunks: the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from ..core.config import ConfigError, MethodConfig, Preset, Section
+from ..core.config import MethodConfig, Preset, Section
 from ..core.llm.settings import LLMSettings
 
 
@@ -132,7 +131,6 @@ class FGRAGAnswer(Section):
 
 
 #: The sections a retriever or query engine may change; the graph is the index's.
-QUERY_SECTIONS = ("expansion", "ranking", "answer", "llm")
 
 
 class FGRAGConfig(MethodConfig):
@@ -161,18 +159,8 @@ class FGRAGConfig(MethodConfig):
         ),
     }
 
+    query_sections = ("expansion", "ranking", "answer", "llm")
+
     @property
     def uses_llm(self) -> bool:
         return self.graph.extractor == "llm"
-
-    def at_query_time(self, overrides: Mapping[str, Any]) -> FGRAGConfig:
-        """A copy with ``overrides`` of the query-time settings (a retriever or engine cannot
-        change the graph its index built)."""
-        where = self.field_sections()
-        built = sorted(k for k in overrides if k in where and where[k] not in QUERY_SECTIONS)
-        if built:
-            raise ConfigError(
-                f"{', '.join(built)}: a setting of the index, given when it is built "
-                "(config= or by name), not per retriever or engine"
-            )
-        return self.updated(overrides)

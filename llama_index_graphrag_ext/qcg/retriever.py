@@ -229,7 +229,7 @@ class QCGRetriever(BaseRetriever):
         if similarity_top_k is not None:
             overrides["K"] = similarity_top_k
         base = index.config if config is None else QCGConfig.resolve(config)
-        self.config = base.updated(overrides)
+        self.config = base.at_query_time(overrides)
         self.params = self.config.retrieval
         self._index = index
         self.max_evidence = max_evidence

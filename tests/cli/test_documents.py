@@ -20,11 +20,11 @@ LLM_FREE = [
     ("dense", []),
     ("bm25", []),
     ("li-hybrid", []),
-    ("qcg-sentences", []),
-    ("cue-0.0", []),
-    ("chainrag-retriever", []),
+    ("qcg", []),
+    ("cue", []),
+    ("chainrag", []),
     ("fgrag", []),
-    ("lprag-pseudo", ["--set", "epochs=3", "--set", "hidden=32"]),
+    ("lprag:pseudo", ["--set", "epochs=3", "--set", "hidden=32"]),
 ]
 
 
@@ -109,7 +109,7 @@ def test_index_query_update_info(corpus, tmp_path, capsys, method, extra):
     assert answer["answer"] is None and "no LLM" in answer["note"]
     hits = {Path(p["file"]).name: p for p in answer["passages"]}
     assert "nobel.pdf" in hits
-    if method in ("dense", "bm25", "cue-0.0"):  # the methods that rank it first on this corpus
+    if method in ("dense", "bm25", "cue"):  # the methods that rank it first on this corpus
         assert Path(answer["passages"][0]["file"]).name == "nobel.pdf"
     pdf_hits = [p for p in answer["passages"] if p["file"].endswith("nobel.pdf")]
     assert {p["page"] for p in pdf_hits} <= {"1", "2"} and pdf_hits[0]["page"] is not None
@@ -247,7 +247,7 @@ def test_bad_inputs_get_a_message_and_a_nonzero_exit(corpus, tmp_path, capsys):
 def test_graph_index_of_older_format_is_refused(corpus, tmp_path, capsys):
     out_dir = tmp_path / "index"
     code, _, err = run(
-        capsys, "index", str(corpus), "--method", "cue-0.0", "--out", str(out_dir), *EMBED
+        capsys, "index", str(corpus), "--method", "cue", "--out", str(out_dir), *EMBED
     )
     assert code == 0, err
     manifest = out_dir / "index" / "method" / "manifest.json"
@@ -266,46 +266,56 @@ def test_persisted_index_of_python_api_is_explained(tmp_path, capsys):
     assert code == 2 and "written by persist()" in err
 
 
-@pytest.mark.parametrize(
-    ("name", "preset", "nodes"),
-    [
-        ("qcg-sentences", "sentences", 20),
-        ("qcg-sentences-tuned-musique", "sentences-tuned-musique", 30),
-    ],
-)
-def test_each_qcg_sentence_name_builds_its_own_preset(name, preset, nodes):
+def _llm_free_presets() -> list[str]:
+    from llama_index_graphrag_ext.specs import SPECS
+
+    return [
+        f"{spec.name}:{preset}"
+        for spec in SPECS.values()
+        for preset in spec.config.presets
+        if not spec.config.preset(preset).uses_llm
+    ]
+
+
+@pytest.mark.parametrize("name", _llm_free_presets())
+def test_every_llm_free_preset_builds_its_own_config(name):
     from llama_index.core.schema import TextNode
 
     from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
     from llama_index_graphrag_ext.documents.methods import build, resolve
 
+    method = resolve(name, {"epochs": "2"} if name.startswith("lprag") else {})
     chunks = [
         TextNode(text=f"Passage {i} names the river Vistula and the year 18{i}0.") for i in range(3)
     ]
-    index = build(resolve(name, {}), chunks, HashEmbedding(dim=32), None, None, False)
-    assert (index.preset, index.config()["max_query_nodes"]) == (preset, nodes)
+    index = build(method, chunks, HashEmbedding(dim=32), None, None, False)
+    preset = name.partition(":")[2]
+    assert index.config == method.config
+    assert index.config.origin.startswith(preset)
 
 
 @pytest.mark.parametrize(
     ("name", "beam", "path_weight", "vectors"),
     [
-        ("cue-0.0", 10, 0.25, "late"),
-        ("cue-0.0-tuned-musique", 8, 0.5, "late"),
-        ("cue-0.0-paper", 5, 0.0, "separate"),
+        ("cue", 10, 0.25, "late"),
+        ("cue:path-weighted", 8, 0.5, "late"),
+        ("cue:paper/alpha=0/query_entities=spacy", 5, 0.0, "separate"),
     ],
 )
 def test_each_cue_name_builds_and_queries_with_its_preset(name, beam, path_weight, vectors):
     from llama_index.core.schema import TextNode
 
     from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
-    from llama_index_graphrag_ext.documents.methods import build, resolve, retriever
+    from llama_index_graphrag_ext.documents.methods import build, resolve
 
     chunks = [
         TextNode(text=f"Warsaw lies on the Vistula. Marie Curie was born in 18{i}7.")
         for i in range(3)
     ]
     method, embed = resolve(name, {}), HashEmbedding(dim=32)
+    assert not method.uses_llm
     index = build(method, chunks, embed, None, None, False)
-    assert index.config()["unit_vectors"] == index.config()["entity_vectors"] == vectors
-    ranker = retriever(method, index, embed, 5, None)
-    assert (ranker.beam, ranker.path_weight) == (beam, path_weight)
+    assert index.config.vectors.unit_vectors == index.config.vectors.entity_vectors == vectors
+    ranker = index.as_retriever(similarity_top_k=5)
+    assert (ranker.params.M, ranker.params.path_weight) == (beam, path_weight)
+    assert ranker.retrieve("Where was Marie Curie born?")

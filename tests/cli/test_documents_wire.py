@@ -39,7 +39,16 @@ def requests(server) -> int:
 def test_full_tier_build_answer_resume_update(server, tmp_path, capsys):
     corpus = make_corpus(tmp_path / "docs")
     out_dir = tmp_path / "index"
-    argv = ["index", str(corpus), "--method", "qcg", "--out", str(out_dir), "--llm", "openai-like"]
+    argv = [
+        "index",
+        str(corpus),
+        "--method",
+        "qcg:paper",
+        "--out",
+        str(out_dir),
+        "--llm",
+        "openai-like",
+    ]
     code, out, err = run(capsys, *argv, *EMBED)
     assert code == 0, err
     assert "LLM: OpenAILike(default) from argument (tier full-llm)" in out
@@ -198,7 +207,16 @@ def test_interrupted_build_resumes_without_paying_twice(server, tmp_path, capsys
     server.responder = counting
     # The server fails for good from the third request on: the build stops there.
     server.inject(Fault(status=400, times=None, match=lambda request: request.number > 2))
-    argv = ["index", str(corpus), "--method", "qcg", "--out", str(out_dir), "--llm", "openai-like"]
+    argv = [
+        "index",
+        str(corpus),
+        "--method",
+        "qcg:paper",
+        "--out",
+        str(out_dir),
+        "--llm",
+        "openai-like",
+    ]
     code, _, err = run(capsys, *argv, "--set", "on_llm_failure=raise", *EMBED)
     assert code == 1 and "error: " in err and "Traceback" not in err, err
     assert "HTTP 400" in err and "on_llm_failure=" in err

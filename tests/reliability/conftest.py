@@ -101,8 +101,6 @@ def retriever_of(method: str, index: Any, top_k: int) -> BaseRetriever:
         assert isinstance(index, BM25Retriever)
         index.similarity_top_k = top_k
         return index
-    if method == "cue":
-        return index.as_retriever(top_n=top_k)
     return index.as_retriever(similarity_top_k=top_k)
 
 
