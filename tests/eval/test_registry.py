@@ -87,3 +87,21 @@ def test_dense_sentences_asks_for_several_sentences_per_passage():
     assert system.info["vectors"] == 10 and system.retriever.similarity_top_k == 10
     ranked, _ = system.retrieve("Who repainted the Skagen lighthouse?")
     assert ranked[0] == "log" and len(ranked) >= ctx.top_k  # k passages for the runner
+
+
+@pytest.mark.parametrize("name", ["dense", "dense:sentences", "bm25", "li-hybrid"])
+def test_python_gets_the_ranking_the_runner_measures_for_the_references(name, musique_slice):
+    from llama_index_graphrag_ext.core.nodes import PassageParser
+    from llama_index_graphrag_ext.eval.data import load_benchmark
+
+    bench = load_benchmark(musique_slice)
+    embed = BagOfWordsEmbedding()
+    system = build_system(name, bench.documents(), BenchContext(embed_model=embed, top_k=5))
+    spec, preset = SPECS[name.partition(":")[0]], name.partition(":")[2] or "default"
+    nodes = PassageParser().get_nodes_from_documents(bench.documents())
+    retriever = spec.index_class()(nodes, config=preset, embed_model=embed).as_retriever(
+        similarity_top_k=5
+    )
+    for q in bench.questions:
+        python = [r.node.ref_doc_id for r in retriever.retrieve(q.question)]
+        assert python == [r.node.ref_doc_id for r in system.retrieve(q.question)[1]]
