@@ -1,9 +1,7 @@
 """The LLM-free graph: spaCy entities related by sentence co-occurrence.
 
-The paper has no LLM-free variant; this stand-in keeps FG-RAG's graph shape
-(entities with description lists, relations with descriptions) so the whole
-method runs offline, and it is what the LLM extractor falls back to for a
-chunk whose reply fails.
+Not in the paper: it keeps FG-RAG's graph shape (entities and relations with
+descriptions) so the method runs offline, and is the LLM extractor's per-chunk fallback.
 """
 
 from __future__ import annotations
@@ -24,12 +22,6 @@ from .records import CO_OCCURS, DESCRIPTIONS, NUMERIC_LABELS, _attach, _entity_n
 class CooccurrenceExtractor(TransformComponent):
     """LLM-free graph: an entity's descriptions are the sentences of the chunk that
     mention it; entities named in one sentence are related, that sentence describing it.
-
-    Example:
-        >>> from llama_index.core.schema import TextNode
-        >>> node = CooccurrenceExtractor()([TextNode(text="Marie Curie worked in Paris.")])[0]
-        >>> sorted(n.name for n in node.metadata[KG_NODES_KEY])  # doctest: +SKIP
-        ['marie curie', 'paris']
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -110,11 +102,7 @@ class CooccurrenceExtractor(TransformComponent):
 
 
 def _analyze_with_noun_chunks(texts: Sequence[str], nlp: Any, batch_size: int) -> list[Analysis]:
-    """Sentences with their named entities and noun chunks (one spaCy pass with the parser).
-
-    Noun chunks lose leading determiners, pronouns and stop words; chunks that
-    are only such words are dropped. Without a parser only entities are found.
-    """
+    """Sentences with their named entities and noun chunks (one spaCy pass with the parser)."""
     out = []
     with parsing(nlp):  # plain strings only leave the block
         for doc in nlp.pipe([t if t.strip() else " " for t in texts], batch_size=batch_size):
@@ -123,7 +111,11 @@ def _analyze_with_noun_chunks(texts: Sequence[str], nlp: Any, batch_size: int) -
 
 
 def _noun_chunk_analysis(doc: Any) -> Analysis:
-    """One parsed chunk's sentences with its entities and noun chunks, copied out as strings."""
+    """One parsed chunk's sentences with its entities and noun chunks, copied out as strings.
+
+    Noun chunks lose their determiners, pronouns and stop words; chunks of only
+    such words are dropped. Without a parser only entities are found.
+    """
     analysis = Analysis()
     try:
         chunks = list(doc.noun_chunks)

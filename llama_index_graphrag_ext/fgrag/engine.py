@@ -1,19 +1,14 @@
 """``FGRAGQueryEngine``: query-level fine-grained summarization [P §3.3, Eqs. 8-12].
 
-1. query entities from the LLM (Eq. 8, few-shot, one per line; spaCy's when
-   the reply is unusable, counted), plus the whole query (the authors' code);
-2. map, per unit and concurrently: follow-up questions (Eq. 10), context-aware
-   entity expansion (Eq. 9) and a focused summary of the gathered
-   descriptions steered by the questions (Eq. 11);
-3. reduce: the answer from the summaries (Eq. 12), streamed with
-   ``streaming=True``; summaries that do not fit one prompt are first merged in
-   rounds (as LlamaIndex's ``TreeSummarize``), so none is dropped.
+1. query entities from the LLM (Eq. 8; spaCy's when the reply is unusable),
+   plus the whole query (the authors' code);
+2. map, per unit: follow-up questions (Eq. 10), context-aware entity expansion
+   (Eq. 9) and a focused summary of the descriptions (Eq. 11);
+3. reduce: the answer from the summaries (Eq. 12); summaries that do not fit one
+   prompt are first merged in rounds (as ``TreeSummarize``), so none is dropped.
 
-``response.metadata["fgrag"]`` holds each unit's questions, context entities
-and summary, ``["usage"]`` the query's LLM calls and tokens (the paper's Table
-5 is a cost table). CPU steps run in worker threads, so ``aquery`` never
-blocks its loop. Fallbacks are counted in :attr:`FGRAGQueryEngine.llm_steps`,
-or raise with ``on_llm_failure="raise"``.
+``response.metadata`` holds each unit's questions and summary (``"fgrag"``) and
+the query's LLM usage (``"usage"``).
 """
 
 from __future__ import annotations
@@ -47,7 +42,6 @@ from ..core.llm import (
     reason_of,
     run_sync,
 )
-from ..core.llm.cache import LLMCache
 from ..core.text import count_tokens, truncate_tokens
 from .config import FGRAGConfig
 from .expansion import Expansion
@@ -96,15 +90,11 @@ class FGRAGQueryEngine(BaseQueryEngine):
     """FG-RAG's map-reduce answer over an [`FGRAGIndex`][llama_index_graphrag_ext.fgrag.index.FGRAGIndex].
 
     Args:
-        index: The index.
-        llm: The LLM; without one, the index's (picked once by the suite's rule).
-        config: A :class:`~.config.FGRAGConfig` or preset name (default: the index's);
-            its ``answer`` and ``llm`` sections (calls, cache, failure policy) are used,
-            and its ``expansion`` and ``ranking`` by the retriever.
+        llm: The LLM; without one, the index's.
+        config: A :class:`~.config.FGRAGConfig` or preset name (default: the index's).
         retriever: The expansion retriever (default: one with this config).
         similarity_top_k: Chunks the default retriever gives as ``source_nodes``.
         streaming: Stream the reduce step.
-        callback_manager: Callbacks; ``Settings`` when omitted.
         **overrides: Query-time fields of the config by name (``max_questions=3``).
     """
 
@@ -165,8 +155,6 @@ class FGRAGQueryEngine(BaseQueryEngine):
         }
         super().__init__(callback_manager=callback_manager)
 
-    # ----------------------------------------------------------------- prompts
-
     def _get_prompts(self) -> PromptDictType:
         return dict(self._prompts)
 
@@ -184,11 +172,6 @@ class FGRAGQueryEngine(BaseQueryEngine):
         return self._retriever
 
     @property
-    def cache(self) -> LLMCache | None:
-        """The response cache."""
-        return self._caller.cache
-
-    @property
     def entity_fallbacks(self) -> int:
         """Queries whose LLM entity list was unusable and spaCy's was used."""
         record = self.llm_steps.record("query-entities")
@@ -198,8 +181,6 @@ class FGRAGQueryEngine(BaseQueryEngine):
         self.llm_steps.fell_back(
             step, [reason], what=what, on_failure=self.llm_settings.on_llm_failure
         )
-
-    # ----------------------------------------------------------------- steps
 
     async def aquery_entities(self, query: str, llm: LLMCaller) -> list[str]:
         """Eq. 8: the query's entities from the LLM (spaCy's if the reply is unusable)."""
@@ -329,8 +310,6 @@ class FGRAGQueryEngine(BaseQueryEngine):
             parts = [str(m) for m in merged]
         context = "\n\n".join(parts)
         return self._prompts["answer"].format(context_str=context or "(no notes)", query_str=query)
-
-    # ----------------------------------------------------------------- query
 
     async def _answer(self, query: str) -> Response:
         meter = UsageMeter()

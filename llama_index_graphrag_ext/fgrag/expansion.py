@@ -9,16 +9,11 @@ each query entity:
 3. breadth-first search from ``E_w``, then from ``E_s``, each pass adding at
    most ``description_budget`` new descriptions;
 4. the union, deduplicated by text, in visit order (the authors' ``set()``
-   loses order, and their BFS samples at random; this one is deterministic).
+   loses order and their BFS samples at random; this one is deterministic).
 
-As in the authors' code, the budget counts what each owner (entity, or pair of
-related entities) gives, and the text is deduplicated afterwards: in a
-co-occurrence graph one sentence describes every entity it names and every
-relation between them. Every gathered ``(owner, text)`` is kept as a hit
-(``Expansion.hits``) for the chunk ranking, so a chunk many owners lead to
-ranks higher. Relations come from a :class:`Neighbours` source (the graph's
-arrays, or a property graph store hop by hop, :mod:`.stores`), both in
-relation-row order, so both walks are the same.
+As in the authors' code the budget counts ``(owner, text)`` pairs and the text
+is deduplicated afterwards; every pair is kept in ``Expansion.hits`` for the
+chunk ranking.
 """
 
 from __future__ import annotations
@@ -39,7 +34,6 @@ class Description:
     """One entity or relationship description gathered by the expansion.
 
     Attributes:
-        text: The description.
         kind: ``"entity"`` or ``"relation"``.
         owner: The entity name, or ``"a -> b"`` for a relation.
         chunk_id: The chunk it was extracted from ("" when unknown).
@@ -62,7 +56,6 @@ class Expansion:
     """The result of CAEE for one query entity.
 
     Attributes:
-        query_entity: The query entity.
         weak: ``(entity, score)`` of ``E_w``, best first.
         strong: ``(entity, score)`` of ``E_s``, best first.
         descriptions: Distinct descriptions (by text), weak pass first, in visit order.
@@ -128,25 +121,18 @@ def bfs(
 ) -> tuple[list[Description], list[int]]:
     """Breadth-first search from ``seeds`` that adds at most ``budget`` new descriptions.
 
-    Seeds are visited in the given order; each visited entity contributes its
-    own descriptions, then its relations' descriptions, enqueuing the entities
-    at their other ends. Neighbours are taken in order of their similarity to
-    the query entity, so the budget goes to the context nearest the query
-    first. The walk reads only the entities it visits; their relations are
-    fetched a BFS level at a time.
+    Each visited entity gives its own descriptions, then its relations', and
+    enqueues the entities at their other ends, nearest the query entity first,
+    so the budget goes to the closest context. Relations are fetched a BFS
+    level at a time.
 
     Args:
-        graph: The entity graph.
-        neighbours: Where relations are read.
-        seeds: ``(entity row, similarity)`` pairs.
-        budget: New descriptions this pass may add (the authors' 75).
+        seeds: ``(entity row, similarity)`` pairs, visited in order.
         taken: Keys ``(owner, text id)`` of descriptions already gathered;
             updated in place (an owner is an entity row, or a relation's two rows).
-        context: ``"weak"`` or ``"strong"``, recorded on each description.
         query_scores: The query entity's similarity to entities, as
-            ``query_scores[rows]`` (orders neighbours; :attr:`Hits.cosines`).
-        per_entity: Cap on descriptions taken from one entity per visit
-            (``None``: as many as the budget allows, as the authors do).
+            ``query_scores[rows]`` (:attr:`Hits.cosines`).
+        per_entity: Cap on descriptions taken from one entity per visit.
         max_depth: Hops beyond the seeds (``None``: until the budget is spent).
 
     Returns:
@@ -233,22 +219,13 @@ def expand_many(
 ) -> list[Expansion]:
     """Context-aware entity expansion for each query entity [P §3.2, Eqs. 6-7].
 
-    Each entity's expansion is independent of the others; what is shared is
-    the matching (every query vector against the entity matrix at once).
-
     Args:
-        graph: The entity graph.
-        query_entities: The entity texts.
-        query_vectors: ``(q, d)`` their unit embeddings.
+        query_vectors: ``(q, d)`` unit embeddings of ``query_entities``.
         embed_strong: Texts -> unit vectors; embeds the joined names of each ``E_w``.
         search: Eqs. 6-7's ``Match`` over the graph's rows (default: exact, in memory).
         neighbours: Where relations are read (default: the graph's arrays).
-        top_n: ``|E_w|`` (authors: 20).
-        strong_top_n: ``|E_s|`` (authors: 20).
-        description_budget: New descriptions per BFS pass (authors: 75).
-        per_entity: Per-visit cap on one entity's descriptions and relations.
-        max_depth: BFS hop limit (``None``: the budget alone stops it).
-        use_strong: ``False`` skips ``E_s`` (an ablation: weak context only).
+        top_n, strong_top_n, description_budget, per_entity, max_depth, use_strong:
+            See :class:`~.config.FGRAGExpansion`.
 
     Returns:
         One expansion per query entity, in order.

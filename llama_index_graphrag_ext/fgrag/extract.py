@@ -1,13 +1,8 @@
 """LLM entity-relation extraction for ``FGRAGIndex`` and ``PropertyGraphIndex`` [P §3.1].
 
 :class:`FGRAGExtractor` follows LlamaIndex's ``kg_extractors`` contract
-(``EntityNode`` and ``Relation`` lists under ``KG_NODES_KEY`` /
-``KG_RELATIONS_KEY``): the paper's records (entities with type and
-description, relationships with description and keywords, one gleaning
-round) through :class:`~..core.llm.LLMCaller` (cache, retries, bounded
-concurrency, usage). A chunk whose reply fails or holds no entity gets the
-co-occurrence graph (:mod:`.cooccurrence`), counted. The record format and
-property names are in :mod:`.records`.
+(``EntityNode`` and ``Relation`` lists under ``KG_NODES_KEY`` / ``KG_RELATIONS_KEY``);
+the record format and property names are in :mod:`.records`.
 """
 
 from __future__ import annotations
@@ -59,12 +54,8 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
     Per chunk: one extraction call; then, ``max_gleanings`` times, a YES/NO
     check and, on YES, a call for the missing records (the authors' order).
     A chunk whose calls fail or whose reply yields no entity gets the
-    :class:`CooccurrenceExtractor` graph, counted (WARNING, ``stats``,
-    ``llm_steps``), or raises with ``on_llm_failure="raise"``.
-
-    Args:
-        llm: Any LlamaIndex LLM; without one the suite's rule picks it, once.
-        **kwargs: The fields below and :class:`~..core.llm.LLMSettings`'.
+    :class:`CooccurrenceExtractor` graph, counted in ``stats`` and ``llm_steps``
+    (or raises with ``on_llm_failure="raise"``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -230,7 +221,6 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
                 failed.append(node)
                 reasons.append(reason)
         self._count(chunks=len(nodes), llm_chunks=len(nodes) - len(failed))
-        # One WARNING with the counts (an error with on_llm_failure="raise").
         self._steps.fell_back(STEP, reasons, what="chunk", on_failure=self.on_llm_failure)
         if failed:
             await asyncio.to_thread(self._fallback.__call__, failed)
@@ -247,13 +237,11 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
 def make_extractor(
     config: FGRAGConfig, llm: LLM | LLMChoice | None, steps: LLMSteps | None = None
 ) -> TransformComponent:
-    """The extractor ``config`` describes, planned in ``steps`` (a log line says which).
+    """The extractor ``config`` describes, planned in ``steps``.
 
-    ``extractor="cooccurrence"`` gives :class:`CooccurrenceExtractor`. ``"llm"``
-    puts ``llm`` through the suite's rule (``None``: ``Settings.llm``, the
-    environment, the embedded SmolLM2): an LLM that can write the records gives
-    :class:`FGRAGExtractor`; none, or the embedded SmolLM2 (which cannot), the
-    co-occurrence graph, with a warning for the latter.
+    ``extractor="llm"`` gives :class:`FGRAGExtractor` when the suite's rule finds
+    an LLM that can write the records (the embedded SmolLM2 cannot), else the
+    :class:`CooccurrenceExtractor`.
     """
     graph = config.graph
     steps = steps if steps is not None else LLMSteps("FG-RAG")

@@ -1,22 +1,15 @@
 """FG-RAG's entity graph: merged entities and relations as arrays [P §3.1, Eqs. 1-3].
 
-[`EntityGraph`][llama_index_graphrag_ext.fgrag.graph.EntityGraph] is the
-index's in-memory truth and what expansion reads: one string table (entity
-keys, display names, labels, descriptions, chunk ids), the entity vectors as
-one unit-row matrix, and per entity and per relation a CSR row of
-``(description, source chunk)`` ids. It is immutable; a change builds a new one
-(:class:`GraphBuilder`) and swaps it in, so readers never see half a change.
+[`EntityGraph`][llama_index_graphrag_ext.fgrag.graph.EntityGraph] is immutable;
+a change builds a new one (:class:`GraphBuilder`) and swaps it in, so readers
+never see half a change.
 
 Merging is the paper's Eq. 2: same-name entities (one normalised key) become
 one node, same ``(source, label, target)`` relations one relation; the first
 occurrence gives the name and label, and descriptions are appended in chunk
 order, each text once, up to a cap (the authors keep 50 and write no LLM
-summary of them).
-
-Graphs from LlamaIndex's own extractors (``SimpleLLMPathExtractor``,
-``SchemaLLMPathExtractor``) carry no descriptions: an entity then gets its name,
-and a relation ``"A LABEL B"``, as its description, with the chunk it came from
-as the source, so expansion reaches those chunks too.
+summary of them). Records without descriptions (LlamaIndex's path extractors)
+get the entity's name, or ``"A LABEL B"``, as their description.
 """
 
 from __future__ import annotations
@@ -45,8 +38,8 @@ GRAPH_FILE = "fgrag_graph.npz"
 def entity_text(name: str, descriptions: Sequence[str]) -> str:
     """What is embedded for an entity: its name, then its descriptions.
 
-    The authors embed the descriptions alone; the name is prepended here so a
-    short query entity ("honey") matches its own node first.
+    The authors embed the descriptions alone; the name makes a short query
+    entity ("honey") match its own node first.
     """
     return (f"{name}: " + " ".join(descriptions))[:EMBED_CHARS]
 
@@ -112,14 +105,11 @@ class EntityGraph:
             rel_ptr=ptr, rel_text=none, rel_src=none,
         )  # fmt: skip
 
-    # ------------------------------------------------------------------ reading
-
     def __len__(self) -> int:
         return len(self.ent_key)
 
     @property
     def num_relations(self) -> int:
-        """Number of relations."""
         return len(self.rel_label)
 
     def name(self, i: int) -> str:
@@ -172,8 +162,6 @@ class EntityGraph:
         """Number of relations touching entity ``i``."""
         return int(self.indptr[i + 1] - self.indptr[i])
 
-    # ------------------------------------------------------------------ export
-
     def entity_nodes(self, rows: Iterable[int] | None = None) -> list[EntityNode]:
         """Entities as LlamaIndex ``EntityNode`` objects (for property graph stores)."""
         out = []
@@ -203,8 +191,6 @@ class EntityGraph:
             out.append(Relation(label=label, source_id=source, target_id=target, properties=props))
         return out
 
-    # ------------------------------------------------------------------ files
-
     def save(self, folder: Path) -> None:
         """Write the arrays and the string table to ``folder / GRAPH_FILE``."""
         blob, ends = self.strings.arrays()
@@ -228,12 +214,10 @@ class GraphBuilder:
     """Eq. 2 across chunks and inserts: merge extracted records into a new graph.
 
     Start from the current graph (or none), :meth:`add` each extracted chunk,
-    :meth:`drop_chunks` for deletions, then :meth:`finish`. Entities whose
-    descriptions changed (and new ones) are embedded again; the others keep
-    their vectors.
+    :meth:`drop_chunks` for deletions, then :meth:`finish`. Only entities whose
+    descriptions changed are embedded again.
 
     Args:
-        graph: The graph to start from.
         cap: Most descriptions kept per entity or relation (authors: 50).
     """
 
@@ -261,9 +245,7 @@ class GraphBuilder:
                     False,
                 ]
 
-    def _append(
-        self, record: list[Any], texts: list[str], srcs: list[str], new: Sequence[str], src: str
-    ) -> bool:
+    def _append(self, texts: list[str], srcs: list[str], new: Sequence[str], src: str) -> bool:
         changed = False
         for text in new:
             if len(texts) >= self.cap:
@@ -292,7 +274,7 @@ class GraphBuilder:
             descs = [str(d) for d in props.get(DESCRIPTIONS) or [] if d]
             if not descs and not record[2]:
                 descs = [record[0]]  # LlamaIndex's extractors write no description
-            if self._append(record, record[2], record[3], descs, chunk_id):
+            if self._append(record[2], record[3], descs, chunk_id):
                 record[4] = None
         # A relation names its ends by entity name; an entity's node id is that
         # name as LlamaIndex writes ids (a '"' becomes a space), so map names to ids.
@@ -307,7 +289,7 @@ class GraphBuilder:
             descs = [str(d) for d in (rel.properties or {}).get(DESCRIPTIONS) or [] if d]
             if not descs and not record[0]:
                 descs = [self._triple_text(*key)]
-            if self._append(record, record[0], record[1], descs, chunk_id):
+            if self._append(record[0], record[1], descs, chunk_id):
                 record[2] = True
 
     def _triple_text(self, source: str, label: str, target: str) -> str:
@@ -338,8 +320,7 @@ class GraphBuilder:
     def finish(self, embed: Callable[[list[str]], np.ndarray]) -> tuple[EntityGraph, list[int]]:
         """The merged graph, and the rows whose vectors were (re)computed.
 
-        Args:
-            embed: Texts -> ``(k, d)`` vectors (normalised here).
+        ``embed``: texts -> ``(k, d)`` vectors (normalised here).
         """
         table: dict[str, int] = {}  # one id per distinct string, in first-use order
 

@@ -1,12 +1,8 @@
 """``FGRAGIndex``: FG-RAG's entity graph [P §3.1, Eqs. 1-3] as a suite index.
 
-Chunks (1200/100 tokens [P §6.1]) go through ``kg_extractors`` (the paper's
-LLM extraction, the LLM-free co-occurrence graph, or LlamaIndex's path
-extractors); same-name entities merge into one node with a capped description
-list (Eq. 2), embedded from its name and descriptions. The graph is one
-immutable :class:`~.graph.EntityGraph`; given a ``property_graph_store``
-(Neo4j, LadybugDB, ...), it is also written there and expansion reads its
-relations from it (:mod:`.stores`).
+Chunks go through ``kg_extractors`` and are merged into one immutable
+:class:`~.graph.EntityGraph`; given a ``property_graph_store``, the graph is also
+written there and expansion reads its relations from it (:mod:`.stores`).
 """
 
 from __future__ import annotations
@@ -42,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 #: Chunks per extraction batch (LLM extractors keep their concurrency within one).
 EXTRACT_BATCH = 256
-#: Name of the chunk-vector table (files ``chunks.npz`` / ``chunks.ids.json``).
 CHUNK_TABLE = "chunks"
 #: The windows of chunks longer than the embedder's window (core/windows.py).
 WINDOW_TABLE = "chunk_windows"
@@ -65,17 +60,14 @@ class FGRAGIndex(GraphIndexBase):
     Args:
         nodes: Chunk nodes (``from_documents`` chunks documents first, 1200/100 tokens).
         config: A :class:`~.config.FGRAGConfig` or preset name: ``default`` (the
-            LLM-free co-occurrence graph, the measured setting) or ``paper`` (the
-            LLM's graph and map-reduce answers).
-        kg_extractors: Extractor objects instead of the one the config describes
-            (the config's ``extractor`` then says which kind they are, when they are
-            FG-RAG's own).
+            LLM-free co-occurrence graph) or ``paper`` (the LLM's graph and
+            map-reduce answers).
+        kg_extractors: Extractor objects instead of the one the config describes.
         property_graph_store: A LlamaIndex property graph store to hold the
             graph's structure; expansion then reads relations from it.
         hop_reader: How expansion reads one hop from that store (default: its
             ``get_rel_map``); see :mod:`.stores`.
-        **kwargs: ``embed_model``, ``llm``, ``vector_store``, ``callback_manager``, ...
-            (see :class:`~..core.index.GraphIndexBase`), and config fields by name.
+        **kwargs: See :class:`~..core.index.GraphIndexBase`, and config fields by name.
     """
 
     index_kind = "fgrag"
@@ -99,8 +91,7 @@ class FGRAGIndex(GraphIndexBase):
         self._given_extractors = list(kg_extractors) if kg_extractors else None
         self._extractors: list[TransformComponent] | None = None
         self._entity_graph = EntityGraph.empty()
-        # The LLM-free chunk ranking's own evidence (not in the paper, which
-        # never ranks chunks): each chunk's vector, as a dense index keeps it.
+        # Chunk vectors for the LLM-free ranking (the paper never ranks chunks).
         self._chunks = InMemoryVectorTable()
         self._windows = InMemoryVectorTable()  # long chunks' windows, by window id
         self._window_view: tuple[Any, ChunkWindows | None] | None = None
@@ -121,8 +112,6 @@ class FGRAGIndex(GraphIndexBase):
                         STEP, "spaCy co-occurrence graph", "kg_extractors without an LLM"
                     )
             else:
-                # The suite's rule, once (only for the LLM's graph): Settings.llm or the
-                # environment give the paper's extraction; the embedded SmolLM2 cannot.
                 llm = self.llm_choice if self.config.uses_llm else None
                 extractors = [make_extractor(self.config, llm, self.llm_steps)]
             self._extractors = extractors
@@ -144,8 +133,6 @@ class FGRAGIndex(GraphIndexBase):
         return super().from_documents(
             documents, transformations=transformations or [default_chunker()], **kwargs
         )
-
-    # ----------------------------------------------------------------- build
 
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
         builder = GraphBuilder(
@@ -240,8 +227,6 @@ class FGRAGIndex(GraphIndexBase):
             view = self._window_view = (key, found)
         return view[1]
 
-    # ----------------------------------------------------------------- reading
-
     @property
     def chunk_vectors(self) -> InMemoryVectorTable:
         """Each chunk's unit vector (the retriever's chunk similarity and its fill)."""
@@ -253,11 +238,8 @@ class FGRAGIndex(GraphIndexBase):
 
     @property
     def property_graph_store(self) -> PropertyGraphStore:
-        """The graph as a LlamaIndex property graph store, for LlamaIndex's graph tooling.
-
-        The store given to the index, or an in-memory ``SimplePropertyGraphStore``
-        made from the graph on first use after each change.
-        """
+        """The store given to the index, or an in-memory ``SimplePropertyGraphStore``
+        made from the graph on first use after each change."""
         if self._external_store is not None:
             return self._external_store
         graph = self._entity_graph
@@ -272,10 +254,9 @@ class FGRAGIndex(GraphIndexBase):
     ) -> tuple[RowSearcher, Neighbours]:
         """How retrieval over ``graph`` matches entities and reads relations.
 
-        Matching (Eqs. 6-7) runs in the ``vector_store`` when the index has one,
-        else in the property graph store with ``store_vector_search``, else over
-        the in-memory matrix; relations come from the property graph store when
-        there is one, hop by hop, else from the graph's arrays.
+        Matching (Eqs. 6-7) runs in the ``vector_store`` if any, else in the
+        property graph store with ``store_vector_search``, else in memory;
+        relations come from the property graph store if any, else the graph's arrays.
         """
         store = self._external_store
         if self.vector_store is None and store is not None and store_vector_search:
@@ -333,8 +314,6 @@ class FGRAGIndex(GraphIndexBase):
             "source_chunks": [c for _, c in pairs],
             "degree": graph.degree(i),
         }
-
-    # ----------------------------------------------------------------- files
 
     def _persist_state(self, folder: Path) -> None:
         self._entity_graph.save(folder)

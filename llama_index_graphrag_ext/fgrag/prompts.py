@@ -1,11 +1,6 @@
 """FG-RAG prompts (written for this package; the paper's figures give their structure).
 
-Every prompt is a LlamaIndex ``PromptTemplate`` and is exposed through
-``PromptMixin`` by the component that uses it, so users can swap them with
-``update_prompts``. Paper references: extraction and gleaning [P §3.1, §6.1],
-query entities [P §3.3, Eq. 8, Fig. 2], follow-up questions [P Eq. 10, Fig. 3],
-per-entity summaries [P Eq. 11, Fig. 4], the final answer [P Eq. 12] (the paper
-shows no prompt for it) and the pairwise judge [P §6.1].
+The components that use them expose them through ``PromptMixin`` (``update_prompts``).
 """
 
 from __future__ import annotations
@@ -92,8 +87,7 @@ QUERY_ENTITIES_PROMPT = PromptTemplate(
 )
 
 #: Follow-up questions per query entity, Eq. 10 [P Fig. 3]: the model plays the user.
-#: The paper sends it as a follow-up turn of the entity chat; here the question is
-#: restated instead, so the prompt works with completion-only models too.
+#: The question is restated (the paper uses a follow-up chat turn) for completion-only models.
 QUESTIONS_PROMPT = PromptTemplate(
     "Question: {query_str}\n"
     "\n"
@@ -101,9 +95,8 @@ QUESTIONS_PROMPT = PromptTemplate(
     "Write at most {max_questions} short questions, one per line, without explanation.\n"
 )
 
-#: Per-entity fine-grained summary, Eq. 11 [P Fig. 4]. As in the paper, the model may
-#: add relevant general knowledge, but no claim the information contradicts or leaves
-#: unsupported; ``general_knowledge=False`` on the engine picks the strict wording below.
+#: Per-entity fine-grained summary, Eq. 11 [P Fig. 4]: as in the paper, the model may
+#: add general knowledge (``general_knowledge=False`` picks the strict wording below).
 SUMMARY_PROMPT = PromptTemplate(
     "Write a focused summary about {entity}, drawing on the information below. Make it "
     "as useful as possible for answering the listed questions. You may add relevant general "
@@ -135,8 +128,7 @@ STRICT_SUMMARY_PROMPT = PromptTemplate(
     "Summary:\n"
 )
 
-#: One reduce round when the summaries do not fit one prompt (as LlamaIndex's
-#: ``TreeSummarize`` does): a group of notes becomes one note, nothing dropped.
+#: One reduce round when the summaries do not fit one prompt (as ``TreeSummarize``).
 COMBINE_PROMPT = PromptTemplate(
     "Merge the notes below into one note that keeps every fact relevant to the question "
     "(names, numbers, dates, relationships). Do not answer the question yet; write the "

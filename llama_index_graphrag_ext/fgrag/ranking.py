@@ -1,20 +1,15 @@
-"""The LLM-free chunk ranking: every chunk the expansion reached, then a counted fill.
+"""The LLM-free chunk ranking (not in the paper, which summarises descriptions, §3.3).
 
-The paper never ranks chunks: the LLM summarises the gathered descriptions
-(§3.3, Eqs. 9-11). The LLM-free retriever returns the chunks those
-descriptions came from, in this module's order (not the paper's):
-
-1. **reached**: the chunks of every description any query entity's expansion
-   gathered (``Expansion.hits``, the paper's sub-graphs ``G'_i``), all scored;
+1. **reached**: the chunks of every description the expansions gathered
+   (``Expansion.hits``, the paper's sub-graphs ``G'_i``);
 2. **evidence** ``e(c)``: over the descriptions from chunk ``c``, the similarity
-   of the seed (``E_w`` or ``E_s``) whose BFS reached them, halved per hop,
-   summed, divided by the question's largest (so in [0, 1]);
-3. **similarity** ``s(c)``: the chunk's own cosine with the question, since
-   description counts alone favour the chunks of hub entities;
+   of the seed whose BFS reached them, halved per hop, summed, divided by the
+   question's largest (so in [0, 1]);
+3. **similarity** ``s(c)``: the chunk's cosine with the question, since
+   evidence alone favours the chunks of hub entities;
 4. the score ``s(c) + evidence_weight * e(c)``;
-5. **fill**: when fewer than ``k`` chunks were reached, ``fill="similarity"``
-   takes the rest by chunk similarity over the whole index, marked
-   ``"source": "similarity-fill"`` and counted.
+5. **fill**: with fewer than ``k`` reached, ``fill="similarity"`` adds the
+   nearest chunks, marked ``"source": "similarity-fill"`` and counted.
 """
 
 from __future__ import annotations
@@ -52,11 +47,7 @@ class Ranked:
 
 
 def gather(expansions: Sequence[Expansion]) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
-    """Every reached chunk's raw evidence and the descriptions that reached it.
-
-    A chunk's evidence sums, over each gathered ``(owner, text)`` from it, the
-    seed similarity that led there, halved per BFS hop: many owners, more evidence.
-    """
+    """Every reached chunk's raw evidence (step 2, unnormalised) and the descriptions that reached it."""
     scores: dict[str, float] = defaultdict(float)
     why: dict[str, dict[str, Any]] = {}
     for exp in expansions:
@@ -90,8 +81,6 @@ def rank_reached(
     """The top ``k`` of every reached chunk, then the fill; with this query's counts.
 
     Args:
-        expansions: The query entities' expansions.
-        k: Chunks returned.
         similarity: Chunk ids -> their cosines with the question (NaN: no
             vector). ``None`` ranks by evidence alone.
         nearest: ``n`` -> the ``n`` chunks nearest the question, ``(id, cosine)``

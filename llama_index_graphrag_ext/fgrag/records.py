@@ -1,12 +1,8 @@
 """FG-RAG's extraction records: the property names, the LLM's record format, and graph nodes.
 
-Shared by the LLM extractor (:mod:`.extract`) and the LLM-free one
-(:mod:`.cooccurrence`): both write LlamaIndex ``EntityNode`` / ``Relation``
-objects with these properties, and :mod:`.graph` merges them (Eq. 2).
 Entity node names are normalised keys
 ([`normalize_entity`][llama_index_graphrag_ext.core.text.normalize_entity]), so
-same-name entities share one node id; the name as written is kept in
-``display_name``.
+same-name entities share one node id; the name as written is kept in ``display_name``.
 """
 
 from __future__ import annotations
@@ -26,7 +22,6 @@ RELATED = "RELATED_TO"
 CO_OCCURS = "CO_OCCURS_WITH"
 #: Property names shared by the extractors and the index.
 DESCRIPTIONS = "descriptions"
-SOURCES = "source_chunks"
 DISPLAY_NAME = "display_name"
 ENTITY_TYPE = "entity_type"
 KEYWORDS = "keywords"
@@ -34,9 +29,6 @@ BUILT_BY = "built_by"
 
 #: spaCy labels that name quantities, not things worth a node.
 NUMERIC_LABELS = frozenset({"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"})
-
-
-# --------------------------------------------------------------------------- parsing
 
 
 @dataclass(frozen=True)
@@ -95,19 +87,9 @@ def parse_extraction(
     """Read entity and relationship tuples from an extraction answer, tolerantly.
 
     Records are found by their opening ``("entity"`` / ``("relationship"``
-    wherever they are (one per line, run together with ``##``, inside code
-    fences), so prose around them is ignored. An entity needs a name and a
-    description (the type may be missing); a relationship needs two ends and a
-    description (keywords may be missing). Anything else counts as malformed.
-
-    Args:
-        text: The model's answer.
-        tuple_delimiter: Field separator.
-        record_delimiter: Record separator.
-        completion_delimiter: End marker.
-
-    Returns:
-        The parsed records and the number of malformed ones.
+    wherever they are, so prose around them is ignored. An entity needs a name
+    and a description; a relationship needs two ends and a description.
+    Anything else counts as malformed.
     """
     out = Extraction()
     body = (text or "").replace(completion_delimiter, "\n")
@@ -145,9 +127,6 @@ def parse_extraction(
     return out
 
 
-# --------------------------------------------------------------------------- node building
-
-
 def _entity_node(key: str, display: str, etype: str, description: str, built_by: str) -> EntityNode:
     label = re.sub(r"\W+", "_", etype.strip()).strip("_").upper() or "ENTITY"
     return EntityNode(
@@ -182,14 +161,10 @@ def _attach(node: BaseNode, entities: list[EntityNode], relations: list[Relation
 def extraction_to_graph(
     extraction: Extraction, built_by: str = "llm"
 ) -> tuple[list[EntityNode], list[Relation], int]:
-    """Turn parsed records into store nodes and relations for one chunk.
+    """``(entities, relations, dropped_relations)`` of one chunk's parsed records.
 
-    Same-name entities within the chunk are merged (descriptions kept in
-    order). As in the authors' code, a relationship whose end is not one of the
-    chunk's entities is dropped; such drops are returned for counting.
-
-    Returns:
-        ``(entities, relations, dropped_relations)``.
+    Same-name entities within the chunk are merged. As in the authors' code, a
+    relationship whose end is not one of the chunk's entities is dropped (counted).
     """
     entities: dict[str, EntityNode] = {}
     for ent in extraction.entities:

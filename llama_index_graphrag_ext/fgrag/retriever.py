@@ -1,12 +1,8 @@
 """``FGRAGRetriever``: query entities, context-aware expansion, chunks with evidence.
 
-The LLM-free half of FG-RAG's query path [P §3.2, §3.3]: query entities (Eq.
-8: the engine's LLM gives them, else spaCy's entities and noun chunks; the
-whole query is one more, as in the authors' code), then context-aware entity
-expansion for each (:func:`~.expansion.expand_many`). As a retriever it returns
-the chunks the gathered descriptions came from, ranked by :mod:`.ranking` (the
-paper summarises the descriptions and never ranks chunks), each with its
-query entities, context entities and descriptions under ``metadata["evidence"]``.
+The LLM-free half of FG-RAG's query path [P §3.2, §3.3]: query entities (Eq. 8;
+spaCy's unless the engine's LLM gives them), expansion for each, and the chunks
+the descriptions came from, ranked by :mod:`.ranking`, with ``metadata["evidence"]``.
 """
 
 from __future__ import annotations
@@ -44,9 +40,8 @@ _STAT_KEYS = (
 def spacy_query_entities(query: str, max_entities: int = 9) -> list[str]:
     """LLM-free query entities: named entities, then noun chunks, deduplicated.
 
-    The paper asks an LLM (Eq. 8, Fig. 2); its few-shot outputs are noun
-    phrases, which spaCy's noun chunks approximate. Pronouns and wh-words are
-    dropped. The first ``max_entities`` are kept (the authors sample 9 at random).
+    The paper asks an LLM (Eq. 8, Fig. 2) for noun phrases, which spaCy's noun
+    chunks approximate. The first ``max_entities`` are kept (the authors sample 9).
     """
     nlp = load_spacy()
     with parsing(nlp):  # plain strings only leave the block
@@ -73,11 +68,7 @@ class FGRAGRetriever(BaseRetriever):
     """Context-aware entity expansion over an [`FGRAGIndex`][llama_index_graphrag_ext.fgrag.index.FGRAGIndex].
 
     Args:
-        index: The index.
-        config: A :class:`~.config.FGRAGConfig` or preset name (default: the index's);
-            its ``expansion`` and ``ranking`` sections are used.
-        similarity_top_k: Chunks returned.
-        callback_manager: Callbacks; ``Settings`` when omitted.
+        config: A :class:`~.config.FGRAGConfig` or preset name (default: the index's).
         **overrides: Query-time fields of the config by name (``top_n=10``, ``fill="none"``).
     """
 
@@ -110,11 +101,6 @@ class FGRAGRetriever(BaseRetriever):
         ``chunks_without_vector`` (reached chunks with no vector, ranked by evidence).
         """
         return self._stats
-
-    @property
-    def index(self) -> Any:
-        """The index searched."""
-        return self._index
 
     def query_entities(self, query: str, entities: Sequence[str] | None = None) -> list[str]:
         """The retrieval units: the given (or spaCy) entities, capped, plus the query."""
@@ -164,10 +150,8 @@ class FGRAGRetriever(BaseRetriever):
     ) -> list[NodeWithScore]:
         """Every chunk the expansions reached, best first, each with its evidence.
 
-        Args:
-            expansions: The query entities' expansions.
-            query: The question; its similarity to each chunk joins the ranking
-                (``None``: evidence alone, and no fill).
+        ``query``: its similarity to each chunk joins the ranking (``None``:
+        evidence alone, and no fill).
         """
         index, params = self._index, self.config.ranking
         table = index.chunk_vectors

@@ -1,21 +1,13 @@
 """FG-RAG's graph in any LlamaIndex ``PropertyGraphStore`` (Neo4j, LadybugDB, FalkorDB, ...).
 
-The suite keeps what every store can be trusted to return, and what some
-cannot hold, in its own :class:`~.graph.EntityGraph`: descriptions with their
-source chunks, keyed by entity and by relation, and the entity vectors. The
-store holds the structure, written through the standard upserts
-(``upsert_nodes``, ``upsert_relations``, ``upsert_llama_nodes``), so LlamaIndex's
-graph tooling can read it.
-
-With a store, expansion reads relations from it a BFS level at a time
-(:class:`StoreNeighbours`: one batched ``get_rel_map`` per hop), and matches
-entities with the store's own ``vector_query`` where it has one
-(:class:`StoreSearch`), re-scored with the suite's vectors so ties and order
-are the in-memory ones. What comes back is trusted only as structure: each
-returned relation is looked up by ``(source, label, target)`` in the suite's
-graph, so empty properties (LadybugDB keeps only its fixed schema) and
-relations the suite has dropped (no store offers a generic one-relation
-delete) do no harm.
+The store holds the structure, written through the standard upserts; the
+descriptions and vectors stay in the suite's :class:`~.graph.EntityGraph`.
+Expansion reads relations from the store a BFS level at a time
+(:class:`StoreNeighbours`) and may match entities with its ``vector_query``
+(:class:`StoreSearch`). What comes back is trusted only as structure: each
+relation is looked up by ``(source, label, target)`` in the suite's graph, so
+empty properties (LadybugDB keeps only its fixed schema) and relations the suite
+dropped (no store offers a generic one-relation delete) do no harm.
 """
 
 from __future__ import annotations
@@ -35,7 +27,6 @@ from .graph import EntityGraph
 
 logger = logging.getLogger(__name__)
 
-#: Objects per upsert call.
 WRITE_BATCH = 1024
 #: Relations asked for per ``get_rel_map`` call (the interface's default, 30, cuts hubs).
 REL_MAP_LIMIT = 1_000_000
@@ -90,9 +81,8 @@ HopReader = Callable[[list[str]], Iterable[tuple[str, str, str]]]
 def rel_map_reader(store: PropertyGraphStore) -> HopReader:
     """One hop through the interface's ``get_rel_map`` (one batched call per BFS level).
 
-    The ends are read from the returned nodes' ids, which stores fill from the
-    nodes themselves (some get a relation's own ids wrong; see the LadybugDB
-    integration's notes).
+    The ends are read from the returned nodes' ids: some stores get a relation's
+    own ids wrong (see the LadybugDB integration's notes).
     """
 
     def read(keys: list[str]) -> Iterable[tuple[str, str, str]]:
@@ -107,8 +97,6 @@ class StoreNeighbours:
     """Relations read from a property graph store, one round trip per BFS level.
 
     Args:
-        store: The store holding the graph's structure.
-        graph: The suite's graph (rows, relation keys).
         read_hop: How one hop is read (default: :func:`rel_map_reader`; a
             store whose ``get_rel_map`` misses relations gets its own, e.g. one
             Cypher query per hop).
@@ -121,7 +109,7 @@ class StoreNeighbours:
         self.graph = graph
         self.read_hop = read_hop or rel_map_reader(store)
         self._cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        #: Round trips made (for reports and tests).
+        #: Round trips made.
         self.calls = 0
 
     def prefetch(self, rows: Sequence[int]) -> None:

@@ -1,9 +1,7 @@
 """Batches of neighbouring chunks, the unit queries are written for (LP-RAG App. A.2).
 
-For every chunk ``v`` the paper samples a batch: ``v`` plus ``k_v`` of its
-mutual-kNN neighbours, ``k_v ~ Uniform{0, ..., deg(v)}``. Every query written for
-the batch is linked to *every* chunk of it (§3.2); those links are what the link
-predictor learns.
+Every query written for a batch is linked to *every* chunk of it (§3.2); those
+links are what the link predictor learns.
 """
 
 from __future__ import annotations
@@ -27,11 +25,6 @@ def sample_batches(
     neighbors: Sequence[np.ndarray], targets: Sequence[int], rng: np.random.Generator
 ) -> list[np.ndarray]:
     """One batch per target chunk: the target plus ``k_v ~ U{0..deg}`` neighbours (App. A.2).
-
-    Args:
-        neighbors: Neighbour arrays of every chunk (mutual kNN graph).
-        targets: The chunks to build batches for (all chunks, or the new ones).
-        rng: Random generator (seeded by the caller).
 
     Returns:
         One int array per target, the target first, neighbours in sampled order.

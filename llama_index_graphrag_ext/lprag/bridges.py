@@ -1,35 +1,16 @@
 """Title-mention bridges: an LLM-free source of multi-hop links (our addition, off by default).
 
-The paper's links come from LLM questions written over a batch of neighbouring
-chunks; without an LLM the pseudo-queries of :mod:`.queries` only teach the
-predictor what the text encoder already knows (a window of a chunk is close to
-that chunk). Multi-hop questions, though, usually cross from one passage to
-another *through an entity the first one names*: "the spouse of the performer of
-Song X" needs the passage on Song X, which names the performer, and the
-performer's own passage. When chunks carry a ``title`` metadata field (one per
-source page, as in Wikipedia-derived corpora), such crossings are visible
-without any model: chunk ``a`` mentions the title of chunk ``b``.
+Multi-hop questions usually cross from one passage to another *through an
+entity the first one names*. When chunks carry a ``title``, such crossings are
+visible without a model: chunk ``a`` mentions the title of chunk ``b``
+(:func:`title_mentions`); with ``bridge_links="entities"`` (or ``"both"``), two
+chunks that name the same *rare* named entity are linked too (:func:`entity_links`).
+With ``bridges=True`` each link is used twice:
 
-With ``bridges=True`` the index uses them twice:
-
-* **graph**: each mention adds a chunk-chunk edge ``a - b`` (weight: the pair's
-  cosine, as in Eq. 5) beside the mutual-kNN edges, so message passing lets
-  ``b``'s state carry what ``a`` is about;
-* **supervision**: each chunk that mentions another gets one *bridge
-  pseudo-query* (a window of the sentence with the mention) linked to both
-  chunks, teaching the predictor that text about ``a`` should also reach ``b``.
-
-Titles mentioned by very many chunks ("United States") are hubs rather than
-bridges and are skipped (``max_mentions``).
-
-Many hops, though, cross through an entity that has no page of its own in the
-corpus (a film's director named in two passages, neither titled after him), and
-corpora without titles (chat logs, tickets) have no title to name. With
-``bridge_links="entities"`` (or ``"both"``) two chunks are also linked when they
-name the same *rare* named entity (:func:`entity_links`: at most
-``max_chunks`` chunks name it), and the bridge query is the sentence of one that
-names it, linked to both. This is the issue's "a sentence that names another
-passage's key entity" link, found by spaCy's NER as CUE-RAG and ChainRAG find theirs.
+* **graph**: a chunk-chunk edge ``a - b`` (weight: the pair's cosine, as in
+  Eq. 5) beside the mutual-kNN edges;
+* **supervision**: a *bridge pseudo-query* (a window of the sentence with the
+  mention) linked to both chunks.
 """
 
 from __future__ import annotations
@@ -55,21 +36,16 @@ def title_mentions(
     max_title_words: int = 8,
     max_mentions: int = 20,
 ) -> list[tuple[int, int]]:
-    """Pairs ``(a, b)``: chunk ``a``'s text mentions chunk ``b``'s title.
+    """Sorted, distinct pairs ``(a, b)``: chunk ``a``'s text mentions chunk ``b``'s title.
 
-    Matching is on whole lower-cased words, so "Paris" does not match
-    "Parisian". Chunks sharing a title (one page cut into several chunks) never
-    link to each other through it.
+    Matching is on whole lower-cased words. Chunks sharing a title (one page cut
+    into several chunks) never link to each other through it.
 
     Args:
         titles: Title of each chunk (``None`` or empty: the chunk has none).
-        texts: Text of each chunk.
         min_chars: Shortest title considered (short ones match by accident).
-        max_title_words: Longest title considered, in words.
-        max_mentions: Titles mentioned by more chunks than this are skipped.
-
-    Returns:
-        Sorted, distinct pairs.
+        max_mentions: Titles mentioned by more chunks than this are hubs
+            ("United States"), not bridges, and are skipped.
     """
     if len(titles) != len(texts):
         raise ValueError("titles and texts must have the same length")
@@ -108,14 +84,12 @@ def entity_links(
 ) -> list[tuple[int, int, str]]:
     """Triples ``(a, b, key)``: chunks ``a`` and ``b`` both name the rare entity ``key``.
 
-    Both directions are returned (each chunk can be the source of a bridge query).
-    When two chunks share several rare entities, the rarest names the pair (ties:
-    the alphabetically first), so each pair appears once per direction.
+    Both directions are returned. When two chunks share several rare entities,
+    the rarest names the pair (ties: the alphabetically first).
 
     Args:
         entity_keys: The normalised entity keys (`normalize_entity`) each chunk names.
         max_chunks: Entities named by more chunks than this are hubs, not bridges.
-        min_chars: Shortest key considered (short ones are abbreviations or noise).
     """
     if max_chunks < 2:
         raise ValueError("max_chunks must be >= 2 (a link needs two chunks)")
@@ -177,22 +151,16 @@ def bridge_queries(
     """Bridge (cross-passage) pseudo-queries of the target chunks that mention another chunk.
 
     The query is the sentence of ``a`` that names ``b``'s title (or the entity the
-    pair shares), cut to a window of ``max_words`` words around the mention; it is
-    linked to ``a`` and ``b``.
+    pair shares), cut to ``max_words`` words around the mention; it is linked to
+    ``a`` and ``b``.
 
     Args:
         pairs: Mention pairs ``(a, b)`` from :func:`title_mentions` (the name is
             ``titles[b]``), or ``(a, b, name)`` from :func:`entity_links`.
-        titles: Title of each chunk.
-        sentences: Sentences of each chunk, by chunk index.
         targets: The chunks ``a`` to write queries for.
-        rng: Random generator (which mentions of a chunk are used).
-        max_words: Window size in words.
-        mask: Drop the mentioned title from the window. The query then reads like
-            the first hop of a multi-hop question ("... was released by"), which
-            names ``a``'s subject but not ``b``: the link to ``b`` is a hint the
-            text encoder cannot see, while an unmasked window simply contains
-            ``b``'s title, which the encoder already matches.
+        mask: Drop the mentioned name from the window, so the query reads like
+            the first hop of a multi-hop question and the link to ``b`` is a hint
+            the text encoder cannot see.
         per_source: Most mentioned chunks ``b`` per source chunk ``a`` (one query each).
     """
     if per_source <= 0:

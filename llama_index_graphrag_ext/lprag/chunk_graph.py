@@ -1,16 +1,8 @@
 """The chunk-query link graph the index keeps (LP-RAG §3.3, Eqs. 4-5).
 
-Chunks are joined by mutual kNN with cosine weights (Eq. 4-5, ``k = 5``);
-with ``bridges`` on, title-mention or shared-entity edges join them
-(:mod:`.bridges`, our addition). Query nodes are linked to every chunk of
-their batch (§3.2, :mod:`.query_writer`). From these the index assembles:
-
-* :func:`link_graph`: the training graph of the link predictor (§3.3; §3.4
-  trains on it, :mod:`.training`), each query node attached for messages to
-  its ``M`` nearest chunks with weight 1 (Eq. 5);
-* :func:`typed_graph`: the same chunks, queries and links as a
-  :class:`~llama_index_graphrag_ext.core.graph.TypedGraph`, for viz and
-  persistence.
+Chunks are joined by mutual kNN with cosine weights (Eqs. 4-5), plus bridge
+edges with ``bridges`` on (:mod:`.bridges`). :func:`link_graph` is the training
+graph (§3.3-3.4); :func:`typed_graph` the same as a ``TypedGraph`` for viz.
 """
 
 from __future__ import annotations
@@ -34,22 +26,18 @@ logger = logging.getLogger(__name__)
 #: ``(rows, cols, weights)``: one entry per undirected chunk edge ``i < j``.
 Edges = tuple[np.ndarray, np.ndarray, np.ndarray]
 
-#: ``(source row, linked row, name)``: the source chunk names ``name``, which is the
-#: linked chunk's title or a rare entity both name (:mod:`.bridges`).
+#: ``(source row, linked row, name)``: the linked chunk's title, or a rare entity both name.
 Mention = tuple[int, int, str]
 
-#: What the bridges link by: titles (:func:`.title_mentions`), shared rare entities
-#: (:func:`.entity_links`) or both.
 BRIDGE_LINKS: tuple[str, ...] = get_args(BridgeLinks)
 
 
 def no_edges() -> Edges:
-    """The edge arrays of a graph without edges."""
     return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
 
 
 def similarity_edges(matrix: np.ndarray, k: int) -> Edges:
-    """Mutual-kNN chunk edges with cosine weights (Eq. 4-5), blocked exact search."""
+    """Mutual-kNN chunk edges with cosine weights (Eqs. 4-5)."""
     idx, sims = knn_graph(matrix, k)
     return mutual_knn_edges(idx, sims)
 
@@ -63,8 +51,7 @@ def mention_pairs(
 ) -> list[Mention]:
     """The bridge mentions of ``links`` (:data:`BRIDGE_LINKS`), one per ordered pair.
 
-    A pair linked both ways keeps its title (the entity names the same page).
-    ``entity_keys`` (each chunk's normalised entity keys) is needed unless
+    A pair linked both ways keeps its title. ``entity_keys`` is needed unless
     ``links == "titles"``.
     """
     if links not in BRIDGE_LINKS:
@@ -82,20 +69,14 @@ def mention_pairs(
 
 
 def entity_keys(texts: Sequence[str]) -> list[list[str]]:
-    """Each text's normalised named-entity keys (spaCy NER, rule sentences: no parser).
-
-    Served from the shared parse cache when a composition built the same parse.
-    """
+    """Each text's normalised named-entity keys (spaCy NER, rule sentences: no parser)."""
     analyses = analyze_batch(texts, labels=DEFAULT_ENTITY_LABELS, sentences="rule")
     return [[e.key for e in a.entities] for a in analyses]
 
 
 class ChunkEntityKeys:
-    """:func:`entity_keys` by chunk id, kept between relinks (not persisted).
-
-    An insert relinks the whole corpus; only the chunks not seen before are
-    parsed again, and chunks no longer in the index are forgotten.
-    """
+    """:func:`entity_keys` by chunk id, kept between relinks so an insert parses
+    only the new chunks (not persisted)."""
 
     def __init__(self) -> None:
         self._keys: dict[str, list[str]] = {}
@@ -111,11 +92,7 @@ class ChunkEntityKeys:
 
 
 def add_bridges(edges: Edges, matrix: np.ndarray, mentions: Sequence[Mention]) -> tuple[Edges, int]:
-    """``edges`` joined by the mentions' edges (:mod:`.bridges`).
-
-    Returns:
-        The union and how many mention edges there were before the union.
-    """
+    """``edges`` joined by the mentions' edges, and how many mention edges there were."""
     extra = bridge_edges(mentions, matrix)
     return union_edges(edges, extra, len(matrix)), int(len(extra[0]))
 
@@ -127,13 +104,10 @@ def chunk_edges(
     keys: ChunkEntityKeys,
     chunk_ids: Sequence[str],
 ) -> tuple[Edges, list[Mention], dict[str, Any]]:
-    """The chunk graph ``config`` describes: mutual kNN with cosine weights (Eq. 4-5),
-    joined by bridge edges when ``bridges`` is on (:mod:`.bridges`).
+    """``(edges, mentions, stats)`` of the chunk graph ``config`` describes.
 
-    Returns:
-        ``(edges, mentions, stats)``; ``stats`` (bridges on only) holds
-        ``bridge_pairs``, ``bridge_edges`` and, when ``knn_edges=False`` found no
-        link to pass messages along, ``graph_fallback`` (see :func:`_no_links`).
+    ``stats`` (bridges on only) holds ``bridge_pairs``, ``bridge_edges`` and,
+    when ``knn_edges=False`` found no link, ``graph_fallback`` (:func:`_no_links`).
     """
     graph, queries = config.graph, config.queries
     edges = similarity_edges(matrix, graph.k) if graph.knn_edges else no_edges()
@@ -151,8 +125,7 @@ def chunk_edges(
 
 
 def _no_links(matrix: np.ndarray, config: LPRAGConfig, titled: int) -> tuple[Edges, str]:
-    """No bridge link at all with ``knn_edges=False``: messages would have no edge to
-    pass along. ``on_no_title_links`` says what then: no edges, kNN edges, or raise."""
+    """No bridge link with ``knn_edges=False``: ``on_no_title_links`` says what then."""
     links = config.queries.bridge_links
     shared = "" if links == "titles" else " or shares a rare entity with it"
     why = (

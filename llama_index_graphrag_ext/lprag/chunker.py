@@ -1,18 +1,10 @@
 """``LLMAtomicChunker``: atomic, self-contained chunks written by an LLM (LP-RAG §3.1).
 
-The paper's chunker asks an LLM to go through each paragraph sentence by
-sentence and rewrite it as the smallest self-contained statements, with
-pronouns replaced by their referents (App. D, Box D.1). Chunks are therefore new
-text, not slices (conflict C1): each keeps a link to its source document and
-its position, so document-level recall still works.
-
-The LLM is picked once by the suite's rule (``llm=``, ``Settings.llm``, the
-environment, the embedded SmolLM2). The embedded SmolLM2 cannot follow the
-format, so with it (or with no LLM) every paragraph is split into sentences,
-and a WARNING says so. A paragraph whose call fails or whose reply holds no
-chunk gets its sentences too: counted in :attr:`LLMAtomicChunker.stats` and
-:attr:`LLMAtomicChunker.llm_steps`, with one WARNING, or an error with
-``on_llm_failure="raise"``.
+The LLM rewrites each paragraph as the smallest self-contained statements
+(App. D, Box D.1), so chunks are new text, not slices (conflict C1); each keeps
+a link to its source document and its position. Without an LLM that can follow
+the format (the embedded SmolLM2 cannot), or for a paragraph whose reply is
+unusable, the paragraph is split into sentences, counted in ``stats`` and ``llm_steps``.
 """
 
 from __future__ import annotations
@@ -57,19 +49,11 @@ _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 
 
 def parse_bracketed_items(text: str, *, min_chars: int = 3) -> list[str]:
-    """Items of an LLM answer written one per line inside ``[ ]`` (App. D format).
+    """Items of an LLM answer written one per line inside ``[ ]`` (App. D format), in order.
 
-    Section headers such as ``[Sentence 1]`` or ``[Questions Chunk 2]`` are dropped
-    (digest §3.5), as are duplicates and items shorter than ``min_chars``. Numbered
-    or bulleted lines are accepted too; unmarked preamble lines are ignored when
-    any line is marked.
-
-    Args:
-        text: The raw answer.
-        min_chars: Shortest item kept.
-
-    Returns:
-        The items in order.
+    Section headers such as ``[Sentence 1]`` are dropped (digest §3.5), as are
+    duplicates and items shorter than ``min_chars``. Numbered or bulleted lines
+    are accepted too.
     """
     out: dict[str, None] = {}
     for item in parse_list(text or ""):
@@ -81,11 +65,10 @@ def parse_bracketed_items(text: str, *, min_chars: int = 3) -> list[str]:
 
 
 def new_rule_sentencizer():
-    """A fresh fast rule-based spaCy sentence splitter (no model needed).
+    """A fresh rule-based spaCy sentence splitter (no model needed).
 
-    A pipeline's lookup tables grow with every new word it tokenises and never
-    shrink (spaCy's memory zones free the entries, not the tables), so a build
-    that splits a whole corpus makes its own and drops it afterwards.
+    A pipeline's vocabulary grows with every new word and never shrinks, so a
+    build that splits a whole corpus makes its own and drops it afterwards.
     """
     import spacy
 
@@ -108,17 +91,10 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
     """A ``NodeParser`` whose chunks are an LLM's atomic statements (LP-RAG §3.1).
 
     Each document is cut into paragraphs (blank lines; long ones at natural
-    boundaries, at most ``max_chars``), one LLM call per paragraph, run
-    concurrently, cached and retried through :class:`~..core.llm.LLMCaller`.
-    Chunks keep their source document (``SOURCE`` relationship, so ``ref_doc_id``
-    maps back) and their order (``lp_position`` metadata, previous/next links).
-
-    Attributes:
-        llm: The LLM; without one the suite's rule picks it, once.
-        max_chars: Longest paragraph sent in one call.
-        min_chars: Shortest chunk kept.
-        max_concurrency, max_attempts, timeout, cache_path, on_llm_failure: See
-            :class:`~..core.llm.LLMSettings`.
+    boundaries, at most ``max_chars``), one LLM call per paragraph. Chunks keep
+    their source document (``SOURCE`` relationship, so ``ref_doc_id`` maps back)
+    and their order (``lp_position`` metadata, previous/next links). The call
+    settings are :class:`~..core.llm.LLMSettings`'.
     """
 
     llm: LLM | None = Field(default=None, description="LLM that writes the chunks.", exclude=True)
@@ -134,8 +110,6 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
     @classmethod
     def class_name(cls) -> str:
         return "LLMAtomicChunker"
-
-    # ----------------------------------------------------------- prompts
 
     def _get_prompts(self) -> PromptDictType:
         return {"atomic_chunk_prompt": self._prompt}
@@ -167,8 +141,6 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
         self._steps = steps
         if choice is not None and (self.llm is None or self.llm is choice.llm):
             self._choice = choice
-
-    # ----------------------------------------------------------- parsing
 
     def _use_llm(self) -> LLM | None:
         """The LLM planned for this run (``None``: sentences, LLM-free; the ledger says why)."""
@@ -242,7 +214,6 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
             else:
                 fallback_rows.append(row)
             pieces.append(items)
-        # One WARNING with the counts (an error with on_llm_failure="raise").
         self._steps.fell_back(STEP, reasons, what="paragraph", on_failure=self.on_llm_failure)
         if fallback_rows:
             stats["fallback_paragraphs"] = len(fallback_rows)
@@ -281,9 +252,7 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
         self._stats = stats
         return out
 
-    def _make(
-        self, doc: BaseNode, text: str, origin: str, source: RelatedNodeInfo | None = None
-    ) -> TextNode:
+    def _make(self, doc: BaseNode, text: str, origin: str, source: RelatedNodeInfo) -> TextNode:
         excluded = list(dict.fromkeys([*doc.excluded_embed_metadata_keys, *CHUNK_META_KEYS]))
         excluded_llm = list(dict.fromkeys([*doc.excluded_llm_metadata_keys, *CHUNK_META_KEYS]))
         node = TextNode(
@@ -292,8 +261,7 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
             excluded_embed_metadata_keys=excluded,
             excluded_llm_metadata_keys=excluded_llm,
         )
-        link = source.model_copy() if source is not None else doc.as_related_node_info()
-        node.relationships[NodeRelationship.SOURCE] = link
+        node.relationships[NodeRelationship.SOURCE] = source.model_copy()
         return node
 
 

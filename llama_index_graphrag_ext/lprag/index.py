@@ -6,19 +6,13 @@ Building the index runs the paper's pipeline on chunk nodes, one step per module
 |---|---|---|
 | embed the chunks (the configured embedder) | §3.3 node features | here |
 | join them by mutual kNN with cosine weights (``k = 5``) | §3.3, Eqs. 4-5 | :mod:`.chunk_graph` |
-| sample one batch per chunk and write ``n_B = 2`` queries per batch, with the LLM or, LLM-free, as pseudo-queries; each query linked to every chunk of its batch | §3.2, Eq. 3; App. A.2 | :mod:`.query_writer` |
+| sample one batch per chunk, write ``n_B = 2`` queries for it (LLM or pseudo), link each to the whole batch | §3.2, Eq. 3; App. A.2 | :mod:`.query_writer` |
 | train the link predictor on those links | §3.4 | :mod:`.chunk_graph` (training graph), :mod:`.training` |
 | score a new query node's links | §3.4 inference | :mod:`.retriever` |
 
-The built state is written and read by :mod:`.persistence`.
-
-Inserting chunks later (``insert_nodes``) follows ``update_policy``:
-``"finetune"`` (default) re-samples batches and writes queries for the new
-chunks only, then continues training the current model for ``finetune_epochs``
-on all queries; ``"retrain"`` trains a fresh model on everything; ``"none"``
-adds the chunks and their queries but keeps the model as is (the paper's
-inductive use on unseen documents, App. B.3). Deleting chunks removes their
-links (and queries left without links) and keeps the model: it is inductive.
+Inserted chunks get batches and queries of their own; ``update_policy`` then
+fine-tunes, retrains or keeps the model. Deleting chunks removes their links and
+keeps the model: it is inductive (App. B.3).
 """
 
 from __future__ import annotations
@@ -58,31 +52,24 @@ class _Snapshot:
     scorer: LinkScorer | MeanScorer
     chunk_ids: tuple[str, ...]
     z_chunks: np.ndarray
-    #: The windows of chunks longer than the embedder's window (the retriever's
-    #: ``long_chunks="best-window"`` scores such a chunk's cosine by its best one).
+    #: The windows of chunks longer than the embedder's window.
     windows: ChunkWindows | None = None
 
 
 class ChunkQueryLinkIndex(GraphIndexBase):
     """LP-RAG's index: chunk kNN graph + synthetic query nodes + a trained link predictor.
 
-    Construct it with ``from_documents`` (pass
-    ``transformations=[LLMAtomicChunker(llm=...)]`` for the paper's chunks, or
-    ``[PassageParser()]`` for one chunk per document), or with chunk nodes; the
-    usual ``embed_model``, ``llm`` and ``callback_manager`` arguments fall back to
-    ``Settings``.
+    Pass ``transformations=[LLMAtomicChunker(llm=...)]`` to ``from_documents``
+    for the paper's chunks, or ``[PassageParser()]`` for one chunk per document.
 
     Args:
         nodes: Chunk nodes.
         config: A :class:`~.config.LPRAGConfig` or preset name: ``default`` (LLM-free,
-            bridges along title links, the measured setting), ``pseudo`` (the paper's
-            settings with pseudo-queries), ``short-training``, ``paper`` (LLM-written
-            queries; ``paper-musique``, ``paper-hotpotqa``, ``paper-2wiki``: Table 7).
-        **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
-            ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`),
-            and config fields by name. The LLM writes the queries as the suite's rule
-            picks it; a batch whose questions cannot be had gets pseudo-queries,
-            counted in ``llm_steps``.
+            bridges along title links), ``pseudo`` (the paper's settings with
+            pseudo-queries), ``short-training``, ``paper`` (LLM-written queries;
+            ``paper-musique``, ``paper-hotpotqa``, ``paper-2wiki``: Table 7).
+        **kwargs: See :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`,
+            and config fields by name.
     """
 
     index_kind = "lprag-chunk-query-link"
@@ -144,8 +131,6 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         """The query nodes: id, text, linked chunk ids and origin (``llm``/``pseudo``/``bridge``)."""
         return self._queries.records(self._chunks.ids)
 
-    # ------------------------------------------------------------------ building
-
     def _add_chunks(self, nodes: Sequence[BaseNode]) -> None:
         if not nodes:
             return
@@ -178,8 +163,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._chunks.delete(list(node_ids))
         self._windows.delete([w for w in self._windows.ids if chunk_of(w) in gone])
         self.build_stats["chunk_windows"] = len(self._windows)
-        # The table keeps the other rows in order: a kept row moves down by the
-        # number of deleted rows before it.
+        # A kept row moves down by the number of deleted rows before it.
         kept = np.fromiter((cid not in gone for cid in old_ids), bool, len(old_ids))
         before = len(self._queries)
         self._queries = self._queries.remap_chunks(np.where(kept, np.cumsum(kept) - 1, -1))
@@ -194,17 +178,13 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         return {"chunks": (self._chunks.ids, self._chunks.matrix)}
 
     def nearest_chunk_rows(self, snapshot: _Snapshot, vector: np.ndarray, k: int) -> np.ndarray:
-        """Rows of ``snapshot``'s ``k`` chunks nearest a unit ``vector``, best first.
-
-        Exact in memory, or the ``vector_store``'s search when the index has one
-        (candidates re-scored exactly; see :meth:`~..core.index.GraphIndexBase.searcher`).
-        """
+        """Rows of ``snapshot``'s ``k`` chunks nearest a unit ``vector``, best first
+        (see :meth:`~..core.index.GraphIndexBase.searcher`)."""
         search = self.searcher("chunks", snapshot, snapshot.chunk_ids, snapshot.z_chunks)
         return search(vector, k)[0]
 
     def _relink(self, new_nodes: Sequence[BaseNode] = ()) -> None:
-        """The chunk graph: mutual kNN (Eq. 4-5), with ``bridges`` title-mention edges
-        too (:func:`.chunk_graph.chunk_edges`)."""
+        """Rebuild the chunk graph (:func:`.chunk_graph.chunk_edges`)."""
         self._edges, self._mentions, stats = chunk_edges(
             self._chunks.matrix,
             self.config,
@@ -269,9 +249,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
             scorers = [LinkScorer(model, matrix, structure) for model in self._models]
             scorer = scorers[0] if len(scorers) == 1 else MeanScorer(scorers)
             self._snapshot = _Snapshot(scorer, tuple(ids), matrix, windows)
-        # The TypedGraph is only for viz and persistence: built when first asked
-        # for (a networkx graph of every chunk, query and link costs more memory
-        # than the vectors; docs/scaling.md).
+        # Built lazily by ``graph``: it costs more memory than the vectors.
         self._graph = None
 
     @property
@@ -280,8 +258,6 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         if self._graph is None and len(self._chunks):
             self._graph = typed_graph(self._chunks.ids, self._edges, self._queries)
         return self._graph
-
-    # ------------------------------------------------------------------ persistence
 
     def _persist_state(self, folder: Path) -> None:
         parts = (self._chunks, self._edges, self._queries, self._models, self.train_reports)
@@ -303,8 +279,6 @@ class ChunkQueryLinkIndex(GraphIndexBase):
                     folder, len(self._models), wanted, wanted,
                 )  # fmt: skip
         self._refresh()
-
-    # ------------------------------------------------------------------ engines
 
     def as_retriever(self, **kwargs: Any) -> LinkPredictionRetriever:
         """A :class:`~.retriever.LinkPredictionRetriever` with the index's config (``kwargs``

@@ -1,17 +1,7 @@
 """The numeric chunk-query graph, and its chunk side as torch-geometric operators (§3.3).
 
-:class:`LinkGraph` is what training sees: chunk and query features, the
-mutual-kNN chunk edges (Eq. 4) with their cosine weights (Eq. 5), the chunks each
-query receives messages from, and the query-chunk links to predict.
-
-:class:`ChunkStructure` turns the chunk edges into what the message-passing layers
-consume, once per chunk graph: the GCN-normalised adjacency (PyG's ``gcn_norm``),
-the weighted-mean adjacency of the GraphSAGE layer, the binary adjacency NCN
-intersects, and the GCN degrees an inductive query node is normalised against.
-
-torch-geometric is imported inside the functions that need it: importing it loads
-its dataset and LLM modules (transformers included), several seconds that users of
-the package who never build an LP-RAG model should not pay.
+torch-geometric is imported inside the functions that need it: importing it
+loads transformers, a cost users who never build an LP-RAG model should not pay.
 """
 
 from __future__ import annotations
@@ -22,9 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-#: Smallest chunk-edge weight kept. Eq. 5 weighs chunk edges by cosine similarity,
-#: which can be zero or negative; GCN's ``D^-1/2`` and the weighted mean need
-#: positive degrees, so such edges keep a token weight instead of vanishing.
+#: Smallest chunk-edge weight: Eq. 5's cosine can be zero or negative, but GCN's
+#: ``D^-1/2`` and the weighted mean need positive degrees.
 MIN_EDGE_WEIGHT = 1e-3
 
 
@@ -56,12 +45,10 @@ class LinkGraph:
 
     @property
     def num_chunks(self) -> int:
-        """Number of chunk nodes."""
         return int(self.z_chunks.shape[0])
 
     @property
     def num_queries(self) -> int:
-        """Number of query nodes."""
         return int(self.z_queries.shape[0])
 
     def tensors(self) -> dict[str, torch.Tensor]:
@@ -83,14 +70,10 @@ class LinkGraph:
 class ChunkStructure:
     """Chunk-side propagation operators, built once per chunk graph.
 
-    Args:
-        num_chunks: Number of chunks ``n``.
-        rows: Edge first ends (``i < j``).
-        cols: Edge second ends.
-        weights: Edge weights (below :data:`MIN_EDGE_WEIGHT` they are raised to it).
+    ``rows``/``cols`` are the edges ``i < j``; ``weights`` below
+    :data:`MIN_EDGE_WEIGHT` are raised to it.
 
     Attributes:
-        n: Number of chunks.
         edge_index: ``(2, 2E)`` directed edges (source, target), both ways, sorted.
         edge_weight: Their weights.
         degree: GCN's ``D̂``: weighted in-degree plus the self loop.
@@ -130,8 +113,7 @@ def sparse_adjacency(
     ``spmm`` multiplies without converting; duplicate edges add up."""
     coo = _coo(target, source, weight, shape)
     with warnings.catch_warnings():
-        # Torch warns once per process that CSR support is "beta"; it is what
-        # torch-geometric's own sparse path converts to.
+        # CSR is "beta" in torch, but it is what torch-geometric's sparse path uses.
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         return coo.to_sparse_csr()
 

@@ -1,13 +1,7 @@
 """The on-disk state of a :class:`~.index.ChunkQueryLinkIndex` (LP-RAG §3.3-3.4 artefacts).
 
-Next to the suite's manifest and docstore (written by
-:class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`), the index keeps
-what its build made: the chunk vectors and mutual-kNN graph (§3.3), the query
-nodes with their links and vectors (§3.2), the trained link predictor's
-weights and training reports (§3.4), and the build counts. A loaded index
-retrieves without training again: the predictor is inductive (App. B.3).
-Member ``i > 0`` of an ensemble keeps its weights in ``link_predictor.{i}.pt``
-next to the first member's :data:`MODEL_FILE`.
+Chunk vectors and graph, query nodes, the predictors' weights and training
+reports; a loaded index retrieves without training again (App. B.3).
 """
 
 from __future__ import annotations
@@ -100,5 +94,4 @@ def read_state(folder: Path) -> LinkIndexState:
 
 
 def _model_file(member: int) -> str:
-    """The weights file of ensemble member ``member``."""
     return MODEL_FILE if member == 0 else MODEL_FILE.replace(".pt", f".{member}.pt")

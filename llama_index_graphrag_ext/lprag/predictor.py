@@ -2,32 +2,22 @@
 
 Encoders (Box 3.4, Eqs. 6-7), one per :data:`PREDICTORS` entry:
 
-* ``gcn``: PyG ``GCNConv`` over the chunk graph normalised by PyG's ``gcn_norm``
-  (self loops, Eq. 5's edge weights);
-* ``sage``: the GraphSAGE layer, ``W_root h_v + W_neigh · weighted-mean(h_u)``.
-  PyG's ``SAGEConv`` ignores edge weights (its message is ``x_j``), while Eq. 5
-  weighs chunk edges by cosine; PyG's ``GraphConv`` is the same two-matrix layer
-  with weighted messages, so summing over row-normalised weights gives the
-  weighted mean (with equal weights it is exactly ``SAGEConv(aggr="mean")``);
+* ``gcn``: PyG ``GCNConv`` over the ``gcn_norm``-normalised chunk graph;
+* ``sage``: ``W_root h_v + W_neigh · weighted-mean(h_u)``, as PyG's ``GraphConv``
+  over row-normalised weights (``SAGEConv`` ignores Eq. 5's edge weights);
 * ``mlp``: no message passing (the paper's MLP baseline, §4.5);
-* ``ncn``: neural common neighbours (Wang et al. 2024, the paper's predictor in
-  every headline run, §4.1): the GCN encoder, and a decoder that also sees
-  ``Σ_{w ∈ N(u) ∩ N(v)} h_w``. PyG has no NCN layer; the common-neighbour sets come
-  from the sparse adjacency (:func:`common_neighbor_sum`).
+* ``ncn``: neural common neighbours (Wang et al. 2024, the paper's headline
+  predictor, §4.1): the GCN encoder, and a decoder that also sees
+  ``Σ_{w ∈ N(u) ∩ N(v)} h_w`` (:func:`common_neighbor_sum`).
 
 Every encoder is followed by the symmetric decoder ``MLP(h_u ⊙ h_v)`` (the
 Readout of Eq. 8 is unspecified, gap G10).
 
-Direction of messages. Query nodes *receive* messages from the chunks they are
-attached to but never send any, so chunk states never depend on a query. Training
-and inference are then the same computation: a synthetic query in training and a
-user query at inference are both attached to their ``M`` nearest chunks (our
-choice for the silent gap G5/C6: the paper attaches the user query to every chunk,
-which under mean aggregation gives every query the corpus mean), and the links
-being predicted are never message edges, so there is no target leakage (gap G4).
-It also makes inference cheap: chunk states are computed once; a query runs each
-layer on its own small graph (itself and its ``M`` chunks) with the same PyG layer,
-normalised against the chunks' degrees in the whole graph.
+Query nodes *receive* messages from their ``M`` nearest chunks but never send
+any, in training and at inference alike (gap G5/C6: the paper attaches the user
+query to every chunk), so chunk states never depend on a query, the predicted
+links are never message edges (no target leakage, gap G4), and inference
+computes chunk states once.
 """
 
 from __future__ import annotations
@@ -47,10 +37,8 @@ from .link_graph import ChunkStructure, sparse_adjacency
 #: The link predictors this module implements.
 PREDICTORS: tuple[str, ...] = get_args(Predictor)
 
-#: Each encoder's layer parameters, by their names inside one layer: the root (for
-#: GCN: the only) weight matrix, the bias, and GraphSAGE's neighbour matrix.
-#: GraphConv puts the bias on the neighbour term rather than the root; the sum is
-#: the same.
+#: Each encoder's layer parameters: the root (GCN: the only) weight matrix, the
+#: bias (GraphConv's sits on the neighbour term), and GraphSAGE's neighbour matrix.
 _LAYER_PARAMS: dict[str, tuple[str, ...]] = {
     "gcn": ("lin.weight", "bias"),
     "ncn": ("lin.weight", "bias"),
@@ -62,17 +50,13 @@ _LAYER_PARAMS: dict[str, tuple[str, ...]] = {
 class LinkPredictor(nn.Module):
     """Encoder + symmetric pairwise decoder; ``phi(u, v)`` of Eq. 8.
 
+    Besides ``MLP(h_u ⊙ h_v)`` the decoder adds ``a · cos(z_u, z_v)`` with a learned
+    scale ``a`` (initially ``cos_scale``; gap G10).
+
     Args:
         kind: ``sage``, ``gcn``, ``mlp`` or ``ncn``.
-        in_dim: Feature dimension of the text encoder.
         hidden: Hidden size (paper default 256, Table 8).
         layers: Message-passing layers (paper default 1, Table 8).
-        cos_scale: Initial scale of the cosine term.
-
-    Besides ``MLP(h_u ⊙ h_v)`` the decoder adds ``a · cos(z_u, z_v)`` with a learned
-    scale ``a`` (the readout is unspecified in the paper, gap G10), and the last
-    decoder layer starts at zero: an untrained predictor ranks exactly like the
-    text encoder, and training learns corrections to it.
     """
 
     def __init__(
@@ -88,8 +72,8 @@ class LinkPredictor(nn.Module):
         self.hidden = hidden
         self.num_layers = layers
         dims = [in_dim] + [hidden] * layers
-        # The layers' own initialisers (PyG's glorot for GCNConv) are replaced by
-        # _init_layers below; forking keeps them from consuming the seeded stream.
+        # _init_layers replaces the layers' own initialisers; forking keeps those
+        # from consuming the seeded stream.
         with torch.random.fork_rng(devices=[]):
             self.convs = nn.ModuleList(
                 self._make_layer(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)
@@ -107,21 +91,15 @@ class LinkPredictor(nn.Module):
         from torch_geometric.nn import GCNConv, GraphConv
 
         if self.uses_gcn:
-            # Normalisation comes precomputed (ChunkStructure.gcn_adj for chunks, the
-            # query's own row in query_states), so the layer only propagates.
+            # Normalisation comes precomputed (ChunkStructure.gcn_adj, query_states).
             return GCNConv(a, b, normalize=False, add_self_loops=False)
         if self.kind == "sage":
             return GraphConv(a, b, aggr="add")  # over row-normalised weights: a weighted mean
         return nn.Linear(a, b)
 
     def _init_layers(self) -> None:
-        """``nn.Linear``'s initialisation, in one fixed order of the seeded stream.
-
-        Every weight matrix is drawn as ``nn.Linear`` draws it (Kaiming-uniform,
-        ``a = sqrt(5)``, bias uniform in ``±1/sqrt(fan_in)``): first each layer's
-        root (GCN: its only) matrix and bias, then the GraphSAGE neighbour matrices,
-        so a seed gives one initial predictor whatever the layer classes draw.
-        """
+        """``nn.Linear``'s initialisation, in one fixed order of the seeded stream, so
+        a seed gives one initial predictor whatever the layer classes draw."""
         names = _LAYER_PARAMS[self.kind]
         for conv in self.convs:
             weight, bias = (conv.get_parameter(name) for name in names[:2])
@@ -169,17 +147,14 @@ class LinkPredictor(nn.Module):
     ) -> torch.Tensor:
         """Final states of query nodes that receive messages from ``neighbors`` (Eqs. 6-7).
 
-        Each layer runs on a small graph: the ``b`` queries first, then the distinct
-        chunks they are attached to (whose states are already known). Its output is
-        the queries' rows of the same layer run on the whole chunk graph plus the
-        queries.
+        Each layer runs on a small graph (the ``b`` queries, then the chunks they
+        are attached to) and equals the queries' rows of that layer run on the
+        whole graph.
 
         Args:
             z_q: ``(b, d)`` query features.
             neighbors: ``(b, M)`` chunk indices each query is attached to.
             weights: ``(b, M)`` message-edge weights.
-            chunk_states: Output of :meth:`chunk_states`.
-            graph: The chunk structure (GCN degrees).
         """
         x = z_q
         if not self.propagates:
@@ -191,9 +166,8 @@ class LinkPredictor(nn.Module):
         query = torch.arange(b).repeat_interleave(m)
         weight = weights.reshape(-1)
         if self.uses_gcn:
-            # The query's row of D̂^-1/2 (A + I) D̂^-1/2 on the chunk graph plus the
-            # queries: a query's degree counts its own edges and self loop; a chunk's
-            # is its degree in the chunk graph, since queries send it nothing.
+            # The query's row of D̂^-1/2 (A + I) D̂^-1/2; a chunk's degree is its
+            # chunk-graph degree, since queries send it nothing.
             deg_q = 1.0 + weights.sum(1)
             coef = weight / torch.sqrt(deg_q[query] * graph.degree[chunks[local]])
             loops = torch.arange(b)
@@ -235,16 +209,8 @@ def common_neighbor_sum(
 ) -> torch.Tensor:
     """``Σ_{w ∈ N(q) ∩ N(c)} h_w`` for each pair (NCN's common-neighbour term).
 
-    ``N(q)`` is the query's message neighbourhood (``query_neighbors``, one row per
-    pair), ``N(c)`` the chunk's neighbours in the chunk graph. The chunk rows of the
-    sparse adjacency are selected, each entry is kept when it is also one of the
-    query's neighbours, and the kept entries sum the states by one sparse product.
-
-    Args:
-        query_neighbors: ``(P, M)`` the pair's query neighbourhood.
-        pair_chunk: ``(P,)`` the pair's chunk.
-        h_chunks: ``(n, h)`` chunk states.
-        graph: The chunk structure (its adjacency).
+    ``N(q)`` is the query's message neighbourhood (``query_neighbors``, ``(P, M)``),
+    ``N(c)`` the neighbours of ``pair_chunk`` in the chunk graph.
     """
     p = len(pair_chunk)
     rows = graph.adjacency.index_select(0, pair_chunk).coalesce()
@@ -271,11 +237,7 @@ def pair_logits(
     """Logits of (query, chunk) pairs, computed the way inference computes them.
 
     Args:
-        model: The predictor.
         data_t: :meth:`.LinkGraph.tensors` of the graph.
-        graph: Its chunk structure.
-        pair_query: Query index of each pair.
-        pair_chunk: Chunk index of each pair.
         states: The model's chunk states (:meth:`LinkPredictor.chunk_states`),
             computed here when not given.
     """
@@ -302,13 +264,7 @@ def pair_logits(
 
 
 class LinkScorer:
-    """A trained predictor frozen for retrieval: thread-safe, chunk states precomputed.
-
-    Args:
-        model: The trained predictor (put in eval mode).
-        z_chunks: ``(n, d)`` unit chunk features.
-        graph: The chunk structure the model runs on.
-    """
+    """A trained predictor frozen for retrieval: thread-safe, chunk states precomputed."""
 
     def __init__(self, model: LinkPredictor, z_chunks: np.ndarray, graph: ChunkStructure) -> None:
         model.eval()
@@ -320,7 +276,6 @@ class LinkScorer:
 
     @property
     def num_chunks(self) -> int:
-        """Number of chunks scored."""
         return int(self.z_chunks.shape[0])
 
     @torch.no_grad()
@@ -335,15 +290,10 @@ class LinkScorer:
         """``phi(q, C)`` for every chunk ``C`` for one new query node (§3.4 Inference).
 
         Args:
-            z_query: ``(d,)`` unit query feature.
             neighbors: ``(M,)`` chunks the query is attached to (message edges only).
-            weights: ``(M,)`` their edge weights.
-            rows: Score only these chunk rows (``None``: all). The decoder is an MLP
-                on every (query, chunk) pair, ``n x hidden^2`` work per query, so
-                large indexes score a candidate set (see the retriever).
+            rows: Score only these chunk rows (``None``: all).
             cosines: The text cosine the decoder reads for each scored chunk
-                (``None``: the chunk vector's); the retriever passes a long chunk's
-                best window's.
+                (``None``: the chunk vector's).
 
         Returns:
             One logit per chunk of ``rows`` (or per chunk), in that order.
@@ -371,22 +321,13 @@ class LinkScorer:
 
 
 class MeanScorer:
-    """Several trained predictors scored as one: the mean of their logits.
-
-    The members are the same predictor trained from different seeds (the index's
-    ``ensemble``); averaging their logits lowers the variance that weak
-    supervision leaves in any one of them. Same interface as :class:`LinkScorer`.
-    """
+    """Several trained predictors (the index's ``ensemble``) scored as one: the mean
+    of their logits, which lowers the variance weak supervision leaves in each."""
 
     def __init__(self, scorers: Sequence[LinkScorer]) -> None:
         if not scorers:
             raise ValueError("MeanScorer needs at least one scorer")
         self.scorers = tuple(scorers)
-
-    @property
-    def num_chunks(self) -> int:
-        """Number of chunks scored."""
-        return self.scorers[0].num_chunks
 
     def logits(self, *args: Any, **kwargs: Any) -> np.ndarray:
         """The mean over the members of :meth:`LinkScorer.logits`."""

@@ -1,9 +1,4 @@
-"""LP-RAG's prompts (our own wording of the paper's App. D formats).
-
-The paper's prompts are few-shot and wrap every item in square brackets, one
-per line, so answers can be read back with a regular expression (App. D). We
-keep that output format and write our own instructions and examples.
-"""
+"""LP-RAG's prompts: our own wording, with the paper's bracketed one-item-per-line output (App. D)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,7 @@
 
 These are *not* questions. Query 1 of a batch is a window of at most
 ``max_words`` words of one sentence of the target chunk; query 2 joins such a
-window with one from another chunk of the batch (a crude imitation of a
-multi-hop question that mentions two passages). They teach the predictor which
-chunks a piece of text about the batch should reach, nothing more.
+window with one from another chunk of the batch (a crude multi-hop imitation).
 """
 
 from __future__ import annotations
@@ -28,11 +26,9 @@ def _window(sentence: str, max_words: int, rng: np.random.Generator) -> str:
 
 
 def chunk_sentences(texts: Sequence[str], nlp: Language | None = None) -> list[list[str]]:
-    """Sentences of each text (rule-based splitter; the text itself if it has none).
+    """Sentences of each text (the text itself if it has none).
 
-    Args:
-        texts: The texts.
-        nlp: The splitter (default: the shared :func:`.chunker.rule_sentencizer`).
+    ``nlp``: the splitter (default: the shared :func:`.chunker.rule_sentencizer`).
     """
     split = split_sentences_batch(list(texts), nlp=nlp or rule_sentencizer())
     return [s or ([t.strip()] if t.strip() else []) for s, t in zip(split, texts, strict=True)]
@@ -41,16 +37,11 @@ def chunk_sentences(texts: Sequence[str], nlp: Language | None = None) -> list[l
 class ChunkSentences:
     """The :func:`chunk_sentences` of many chunks, kept as offsets into their texts.
 
-    Sentence strings of every chunk at once were the pseudo-query step's
-    working set; they died after it, but the index's long-lived objects made
-    meanwhile were placed among them and kept their memory resident. Here the
-    splitter runs ``block`` texts at a time and keeps only each sentence's
-    ``(start, end)`` in one integer array; the strings are cut from the chunk's
-    text when a batch asks for them.
+    Only each sentence's ``(start, end)`` is kept, in one integer array, so no
+    per-sentence string outlives the batch that asks for it (memory stays bounded).
 
     Args:
         texts: Text of each chunk, by chunk row (the rows this object answers for).
-        nlp: The sentence splitter.
         block: Texts split per call.
     """
 
@@ -96,10 +87,7 @@ def pseudo_queries(
 
     Args:
         batches: Batches from :func:`sample_batches` (chunk indices, target first).
-        sentences: Sentences of every chunk, by chunk index.
-        rng: Random generator.
         per_batch: Pseudo-queries per batch (the paper's ``n_B``).
-        max_words: Longest window taken from one sentence.
 
     Returns:
         Distinct pseudo-queries per batch (fewer than ``per_batch`` when the batch

@@ -1,20 +1,13 @@
-"""The index's query nodes (LP-RAG §3.2-3.3) as a few flat arrays.
-
-Every query node has an id, a text, an origin (``llm``, ``pseudo`` or
-``bridge``), its vector, and the chunks it is linked to (its batch, §3.2).
-One Python object per query left small objects scattered over the allocator's
-arenas after a build, keeping them resident (``docs/scaling.md``, "Memory");
-here they are seven arrays, whatever the number of queries:
+"""The index's query nodes (LP-RAG §3.2-3.3) as a few flat arrays (no object per query).
 
 * ``digests``: the id (``"q:"`` + 16 hex digits of a SHA-1) as a ``uint64``;
 * ``texts``: the texts, packed in a :class:`~..core.arrays.StringTable`;
-* ``chunk_ptr`` / ``chunk_rows``: the linked chunks, CSR style, as rows of the
-  index's chunk table (remapped when chunks are deleted);
+* ``chunk_ptr`` / ``chunk_rows``: the linked chunks (its batch, §3.2), CSR style,
+  as rows of the index's chunk table;
 * ``origins``: an index into :data:`ORIGINS`;
 * ``vectors``: the ``(m, d)`` unit query vectors.
 
-Persisted indexes keep the record form (``queries.json``: one object per
-query with ``id``, ``text``, ``chunks``, ``origin``).
+Persisted indexes keep the record form (``queries.json``).
 """
 
 from __future__ import annotations
@@ -68,13 +61,8 @@ class QueryTable:
         row_of: Mapping[str, int],
         vectors: np.ndarray,
     ) -> QueryTable:
-        """The table of :meth:`records` (e.g. read back from ``queries.json``).
-
-        Args:
-            records: ``{"id", "text", "chunks", "origin"}`` per query, in row order.
-            row_of: Row of each chunk id in the chunk table.
-            vectors: The queries' vectors, row-aligned with ``records``.
-        """
+        """The table of :meth:`records` (e.g. read back from ``queries.json``), with
+        ``row_of`` each chunk id's row and ``vectors`` row-aligned with ``records``."""
         builder = QueryTableBuilder()
         for record in records:
             match = _ID.fullmatch(record["id"])
@@ -97,15 +85,12 @@ class QueryTable:
         return len(self.chunk_rows)
 
     def query_id(self, i: int) -> str:
-        """Id of query ``i``."""
         return _id_of(int(self.digests[i]))
 
     def text(self, i: int) -> str:
-        """Text of query ``i``."""
         return self.texts[i]
 
     def origin(self, i: int) -> str:
-        """Origin of query ``i`` (one of :data:`ORIGINS`)."""
         return ORIGINS[int(self.origins[i])]
 
     def chunks_of(self, i: int) -> np.ndarray:
@@ -145,11 +130,8 @@ class QueryTable:
         )
 
     def remap_chunks(self, new_row: np.ndarray) -> QueryTable:
-        """After chunks were deleted: links follow ``new_row``, queries left without links go.
-
-        Args:
-            new_row: ``new_row[old]`` is a chunk's row after the deletion, ``-1`` if deleted.
-        """
+        """After chunks were deleted: links follow ``new_row`` (``new_row[old]``: the
+        row after the deletion, ``-1`` if deleted); queries left without links go."""
         rows = np.asarray(new_row, np.int64)[self.chunk_rows]
         alive = rows >= 0
         left = np.bincount(self.links()[0][alive], minlength=len(self))
@@ -167,12 +149,8 @@ class QueryTable:
 
 
 class QueryTableBuilder:
-    """Collects queries one by one into growing flat buffers, then makes a :class:`QueryTable`.
-
-    The buffers (``array`` and a :class:`~..core.arrays.StringTable`) hold
-    numbers and bytes, not objects: adding a query leaves nothing behind in the
-    small-object heap.
-    """
+    """Collects queries one by one into flat buffers (no per-query object), then
+    makes a :class:`QueryTable`."""
 
     def __init__(self) -> None:
         self._digests = array("Q")

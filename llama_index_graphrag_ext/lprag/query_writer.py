@@ -1,11 +1,8 @@
 """Query nodes for new chunks: batches, their queries, links (LP-RAG §3.2, Eq. 3; App. A.2).
 
-For every new chunk the index samples one batch on the chunk graph
-(:mod:`.batches`) and writes ``n_B`` queries for it: LLM questions
-(:mod:`.synthetic_queries`) or, where no LLM is used or a batch's questions
-cannot be had, pseudo-queries (:mod:`.pseudo_queries`). With ``bridges`` on,
-bridge pseudo-queries join them (:mod:`.bridges`). Each query is linked to
-every chunk of its batch (§3.2) and embedded with the chunks' encoder (§3.3).
+Per new chunk: one batch (:mod:`.batches`) and ``n_B`` queries for it, LLM
+questions (:mod:`.synthetic_queries`) or pseudo-queries (:mod:`.pseudo_queries`),
+plus bridge queries (:mod:`.bridges`); each is linked to its whole batch (§3.2).
 """
 
 from __future__ import annotations
@@ -29,20 +26,15 @@ logger = logging.getLogger(__name__)
 
 #: The LLM step's name in the step ledger.
 QUERY_STEP = "synthetic-queries"
-#: ``max_llm_batches`` when none is set and the LLM is the embedded SmolLM2 (a slow
-#: writer on a CPU).
+#: ``max_llm_batches`` when none is set and the LLM is the embedded SmolLM2 (slow on a CPU).
 EMBEDDED_LLM_BATCHES = 200
 #: Batches whose queries are made at a time (see ``QueryNodeWriter.write``).
 _QUERY_BLOCK = 512
 
 
 class QueryNodeWriter:
-    """Writes the query nodes of new chunks of a :class:`~.index.ChunkQueryLinkIndex`.
-
-    It reads the index's chunks, chunk graph, config and LLM, and draws from
-    the index's random generator, so a seeded build gives the same queries
-    whichever change made them.
-    """
+    """Writes the query nodes of new chunks of a :class:`~.index.ChunkQueryLinkIndex`,
+    drawing from the index's random generator."""
 
     def __init__(self, index: Any) -> None:
         self._index = index
@@ -52,14 +44,9 @@ class QueryNodeWriter:
     def write(
         self, targets: list[int], texts_by_id: dict[str, str]
     ) -> tuple[QueryTable, dict[str, int]]:
-        """Batches for ``targets`` and their queries (§3.2, App. A.2).
-
-        The random draws come in a fixed order (batches, LLM choice, bridges,
-        pseudo-queries batch by batch), so a seeded build is reproducible.
-
-        Returns:
-            The new query rows, and counts to add to the index's ``build_stats``.
-        """
+        """Batches for ``targets`` and their queries (§3.2, App. A.2), and counts to
+        add to the index's ``build_stats``. The random draws come in a fixed order,
+        so a seeded build is reproducible."""
         index = self._index
         ids = index._chunks.ids
         rows, cols, _ = index._edges
@@ -67,17 +54,14 @@ class QueryNodeWriter:
         texts = self._texts_of_rows({int(c) for b in batches for c in b}, ids, texts_by_id)
         stats = {"batches": len(batches), "llm_batches": 0, "llm_queries": 0, "pseudo_queries": 0}
         llm_queries = self._llm_queries(batches, texts, stats)
-        # A splitter of its own, dropped with its vocabulary at the end (see
-        # new_rule_sentencizer: a shared one keeps every word it has seen).
+        # A splitter of its own, dropped with its vocabulary at the end.
         nlp = new_rule_sentencizer()
         bridge = self._bridge_queries(targets, texts, nlp)
         fallback = [b for b in range(len(batches)) if b not in llm_queries]
         need = {int(c): texts[int(c)] for b in fallback for c in batches[b]}
         sentences = ChunkSentences(need, nlp)
         builder = QueryTableBuilder()
-        # Bounded working set: pseudo-queries are made a block of batches at a
-        # time and go straight into the table's flat buffers, so no per-query
-        # object and only one block's sentence strings exist at any moment.
+        # A block of batches at a time, so only one block's sentence strings exist at once.
         for start in range(0, len(batches), _QUERY_BLOCK):
             block = range(start, min(len(batches), start + _QUERY_BLOCK))
             self._add_block_queries(builder, block, batches, llm_queries, sentences, ids)
@@ -145,7 +129,6 @@ class QueryNodeWriter:
             show_progress=index._show_progress,
         )
         index.llm_steps.count(QUERY_STEP, len(chosen))
-        # One WARNING with the counts (an error with on_llm_failure="raise").
         index.llm_steps.fell_back(
             QUERY_STEP,
             generator.failures,
@@ -155,7 +138,6 @@ class QueryNodeWriter:
         asked = dict(generator.stats)
         stats["llm_batches_asked"] = asked.pop("batches", len(chosen))
         stats.update({f"llm_{k}": v for k, v in asked.items() if k != "queries"})
-        # Batches that got usable LLM questions (the others got pseudo-queries).
         stats["llm_batches"] = sum(1 for q in answers if q)
         return {b: qs for b, qs in zip(chosen, answers, strict=True) if qs}
 

@@ -1,25 +1,15 @@
 """``LinkPredictionRetriever``: retrieval as inductive link prediction (LP-RAG §3.4, Eq. 9).
 
 The user query becomes a new node attached to its ``M`` nearest chunks (message
-edges only, weight 1, never treated as observed links), the trained predictor
-scores its link to every chunk, and the chunks are ranked by link probability
-``σ(φ(q, C))``. Keep the top ``similarity_top_k``, the chunks above ``tau``
-(the paper uses τ = 0.5), or both (top-k among those above τ). The query node
-is discarded afterwards; nothing is stored.
+edges only, weight 1), the trained predictor scores its link to every chunk, and
+the chunks are ranked by link probability ``σ(φ(q, C))``: the top
+``similarity_top_k``, the chunks above ``tau`` (paper: 0.5), or both. Nothing is stored.
 
-Scoring every chunk runs the predictor's MLP decoder on every (query, chunk)
-pair, ``n x hidden^2`` multiply-adds per query. With ``max_candidates`` set, an
-index larger than it scores a candidate set: the ``max_candidates`` chunks
-nearest the query by the encoder's cosine (which contains the ``M`` chunks the
-query is attached to). Below that size, every chunk is scored, as in the paper.
-
-A chunk longer than the embedder's window gets one pooled vector, the average
-of all it says (:mod:`..core.windows`). With ``long_chunks="best-window"`` the
-query-chunk cosine of such a chunk is its best window's instead, as CUE-RAG
-scores it: both where the decoder reads it (``φ`` adds a learned scale times the
-cosine) and in the cosine term of the fused ranking. The chunk's graph state
-and the query's attachments keep the pooled vectors the model was trained on,
-and so does the choice of candidates past ``max_candidates``.
+With ``max_candidates`` set, a larger index scores only the ``max_candidates``
+chunks nearest the query (the decoder costs ``n x hidden^2`` per query). With
+``long_chunks="best-window"``, a long chunk's query cosine is its best window's,
+where the decoder reads it and in the fused ranking; its graph state and the
+query's attachments keep the pooled vector the model was trained on.
 """
 
 from __future__ import annotations
@@ -35,7 +25,7 @@ from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from .config import STANDARDIZED, LPRAGConfig
 
-#: Scale of the cosine prior: the decoder's initial cosine scale (``LinkPredictor``).
+#: Scale of the cosine prior: the decoder's initial cosine scale.
 COSINE_PRIOR_SCALE = 10.0
 
 
@@ -50,19 +40,13 @@ class LinkPredictionRetriever(BaseRetriever):
     """Scores query-chunk links with the index's trained predictor.
 
     The config's ``retrieval`` section and ``M`` say how (see
-    :class:`~.config.LPRAGRetrieval`): ``tau`` keeps only chunks whose link
-    probability ``σ(φ)`` reaches it; ``cosine_prior`` adds ``10 β cos(q, C)`` to
-    ``φ`` (10 is the decoder's initial cosine scale), or with ``"standardized"``
-    sums ``φ`` and the cosine each standardised over the scored chunks, so each
-    counts equally whatever scale training left ``φ`` at (``tau`` then tests the
-    predictor's own probability and a node's score, ``σ`` of the sum, only orders
-    the results); ``max_candidates`` and ``long_chunks``: see the module docs.
+    :class:`~.config.LPRAGRetrieval`). With ``cosine_prior="standardized"``,
+    ``tau`` tests the predictor's own probability and a node's score (``σ`` of
+    the standardised sum) only orders the results.
 
     Args:
-        index: A built :class:`~.index.ChunkQueryLinkIndex`.
         config: A :class:`~.config.LPRAGConfig` or preset name (default: the index's).
         similarity_top_k: Most chunks returned (``None``: no cap, ``tau`` only).
-        callback_manager: LlamaIndex callbacks; falls back to the index's.
         **overrides: Config fields by name (``tau=0.5``, ``cosine_prior=1``, ``M=5``).
     """
 
@@ -125,9 +109,9 @@ class LinkPredictionRetriever(BaseRetriever):
     def _probabilities(self, snap, vector: np.ndarray):
         """Link probabilities, logits, ranking scores and the query's attachments.
 
-        The logit is ``φ`` (plus the prior, when a weight is set) and the probability
-        its ``σ``; the ranking score is the logit, or with ``"standardized"`` the sum
-        of the standardised ``φ`` and cosine. Chunks not scored get a ``-inf`` logit.
+        The logit is ``φ`` (plus the prior, when a weight is set); the ranking score
+        is the logit, or with ``"standardized"`` the sum of the standardised ``φ``
+        and cosine. Chunks not scored get a ``-inf`` logit.
         """
         vector = vector / (np.linalg.norm(vector) or 1.0)
         # Inference graph (§3.4): the query node receives messages from its M nearest chunks.

@@ -1,8 +1,7 @@
 """LLM-written questions for batches of chunks: the paper's synthetic queries (§3.2, Eq. 3).
 
-Our prompt, with the paper's bracketed output format (App. D, Box D.3); calls are
-concurrent, cached and retried. Batches whose call fails or whose reply holds no
-question are counted; the index gives them pseudo-queries.
+Batches whose call fails or whose reply holds no question are counted; the index
+gives them pseudo-queries.
 """
 
 from __future__ import annotations
@@ -23,15 +22,11 @@ class SyntheticQueryGenerator(PromptMixin):
     """LLM-written questions for batches of chunks (LP-RAG Eq. 3, Box D.3 format).
 
     Args:
-        llm: Any LlamaIndex LLM (the index picks it by the suite's rule).
         per_batch: Questions kept per batch (``n_B = 2``; extra ones are dropped,
             conflict C3).
         max_chunk_chars: Each chunk is clipped to this many characters in the prompt.
-        min_words: Shortest question kept.
-        settings: The LLM call settings (concurrency, retries, time-out, cache;
-            see :class:`~..core.llm.LLMSettings`).
-        meter: Where calls and tokens are counted (default: a meter of its own,
-            :attr:`usage`).
+        settings: The LLM call settings (:class:`~..core.llm.LLMSettings`).
+        meter: Where calls and tokens are counted (default: :attr:`usage`, its own).
     """
 
     def __init__(
@@ -91,11 +86,8 @@ class SyntheticQueryGenerator(PromptMixin):
     def generate(
         self, batch_texts: Sequence[Sequence[str]], *, show_progress: bool = False
     ) -> list[list[str]]:
-        """Questions for each batch; ``[]`` where the call failed or gave nothing usable.
-
-        Failures and unusable replies are counted in :attr:`stats`, their reasons
-        kept in :attr:`failures`.
-        """
+        """Questions for each batch; ``[]`` where the call failed or gave nothing usable
+        (counted in :attr:`stats`, reasons in :attr:`failures`)."""
         prompts = [self.format(texts) for texts in batch_texts]
         budget = 48 * self.per_batch + 48
 

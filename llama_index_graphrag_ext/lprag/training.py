@@ -2,14 +2,11 @@
 
 * Loss: BCE over the query-chunk links and ``negatives`` sampled chunks per link,
   the Monte-Carlo form of §3.4's loss, with Adam (App. A.3).
-* Negatives: uniform (the paper's default, §4.5), optionally mixed with each
-  query's nearest non-linked chunks (:class:`_Sampler`).
-* Model selection: the paper has no split and no early stopping (gap G1); we hold
-  out a share of the *queries*, score their links against sampled negatives every
-  ``eval_every`` epochs, keep the weights with the best validation AUC and stop
-  after ``patience`` evaluations without gain.
-* Determinism: seeded torch and numpy streams, deterministic algorithms and a fixed
-  thread count (:func:`deterministic_torch`); the paper reports no seeds (gap G14).
+* Negatives: uniform (§4.5), optionally mixed with each query's nearest
+  non-linked chunks (:class:`_Sampler`).
+* Model selection (ours; the paper has none, gap G1): held-out *queries*, best
+  validation AUC, early stopping after ``patience`` evaluations without gain.
+* Determinism: seeded, deterministic algorithms, fixed threads (gap G14).
 """
 
 from __future__ import annotations
@@ -38,21 +35,13 @@ class TrainReport:
     """What training did, for logs, the manifest and benchmark reports.
 
     Attributes:
-        predictor: The predictor trained.
-        train_seconds: Wall time of the training loop.
         epochs_run: Epochs actually run (early stopping may cut them).
         best_epoch: Epoch whose weights were kept.
-        final_loss: Training loss of the last epoch.
         val_auc: ROC-AUC of held-out links against sampled negatives (half uniform,
             half the query's nearest non-linked chunks); None without validation.
         val_hits: Hits@k of held-out links: share ranked within the top ``k`` of
             their query's sampled negatives; None without validation.
-        hits_k: The ``k`` of ``val_hits``.
-        train_links: Supervision links trained on.
-        epoch_links: Links each epoch trained on (fewer than ``train_links`` when
-            they were sampled, see ``links_per_epoch``).
-        val_links: Links held out.
-        queries: Query nodes in the graph.
+        epoch_links: Links each epoch trained on (see ``links_per_epoch``).
         history: ``(epoch, loss, val_auc)`` per validation.
     """
 
@@ -213,11 +202,9 @@ def _bce_step(
 ) -> float:
     """Back-propagate one epoch's BCE loss (positives first, then negatives); return it.
 
-    The loss is the mean BCE of the positive pairs plus the mean BCE of the negative
-    ones. Up to ``pair_batch`` pairs it is one computation. Beyond, the pairs are
-    scored in slices and their gradients summed, which is the same gradient while
-    the per-pair activations (gathered states, decoder layers, NCN's common-neighbour
-    sums), which grow with the corpus, stay bounded.
+    The loss is the mean BCE of the positive pairs plus that of the negative ones.
+    Beyond ``pair_batch`` pairs it is summed over slices: the same gradient, with
+    bounded per-pair activations.
     """
     n_neg = len(pair_query) - n_pos
     if len(pair_query) <= pair_batch:
@@ -227,9 +214,8 @@ def _bce_step(
         ) + F.binary_cross_entropy_with_logits(logits[n_pos:], torch.zeros(n_neg))
         loss.backward()
         return float(loss.detach())
-    # The chunk encoder runs once per epoch, not once per slice: the slices see its
-    # states as leaves, collect their gradients, and one backward pass at the end
-    # carries the sum into the encoder's weights.
+    # The chunk encoder runs once per epoch: the slices see its states as leaves,
+    # and one backward pass at the end carries their gradients into the encoder.
     states = scoring.chunk_states()
     leaves = [states[0]] + [h.detach().requires_grad_() for h in states[1:]]
     total = 0.0
@@ -270,20 +256,12 @@ def train_link_predictor(
     model: LinkPredictor | None = None,
     show_progress: bool = False,
 ) -> tuple[LinkPredictor, TrainReport]:
-    """Train a predictor on the query-chunk links of ``data`` (§3.4, App. A.3).
+    """Train a predictor on the query-chunk links of ``data`` (§3.4, App. A.3; see the module).
 
-    Loss: BCE over every supervision link and ``negatives`` sampled chunks per link,
-    the Monte-Carlo form of the paper's loss. One Adam step per epoch on every link
-    (on a fresh sample of ``links_per_epoch`` links when there are more; the
-    gradient summed over slices of ``pair_batch`` pairs); every ``eval_every``
-    epochs the held-out queries' links are scored against sampled negatives and the
-    best weights by validation AUC are kept (early stopping after ``patience``
-    evaluations without gain).
+    One Adam step per epoch on every link (or a fresh sample of ``links_per_epoch``).
 
     Args:
-        data: The graph and its supervision links.
-        config: The config's training section (default: the paper's NCN settings);
-            ``ensemble``, ``update_policy`` and ``finetune_epochs`` are the index's.
+        config: The config's training section (default: the paper's NCN settings).
         model: Continue training this model (fine-tuning) instead of a fresh one.
         show_progress: Log each validation at INFO level.
 
@@ -367,8 +345,7 @@ def train_link_predictor(
         else:
             report.best_epoch = report.epochs_run
         model.eval()
-        # The gradients are only for training: kept, they are a second copy of
-        # every weight for the index's lifetime.
+        # Kept gradients would be a second copy of every weight for the index's lifetime.
         model.zero_grad(set_to_none=True)
     report.train_seconds = round(time.perf_counter() - start, 3)
     logger.info(
