@@ -1,15 +1,8 @@
 """The chain's record and the LLM calls its steps share (ChainRAG §3.2-§3.4).
 
-:class:`ChainStep` is one sub-question as the response reports it, filled in
-by the steps in turn: decomposition (§3.2, :mod:`.decompose`), rewriting
-(§3.3, :mod:`.rewriting`), retrieval with sufficiency checks and the
-sub-answer (§3.2, :mod:`.progressive`), integration (§3.4, :mod:`.integration`).
-
-:class:`ChainCalls` is what every LLM step needs from the engine: its prompts,
-its step ledger and the fallback rule. Replies are read as real models write
-them: reasoning blocks dropped, labels such as "Rewritten question:" stripped,
-"Based on the context, yes" read as yes, "I don't know" or "Not specified" read
-as unanswered.
+:class:`ChainStep` is one sub-question, filled in by the steps in turn;
+:class:`ChainCalls` is what every LLM step needs from the engine: its prompts, its
+step ledger and the fallback rule.
 """
 
 from __future__ import annotations
@@ -21,7 +14,7 @@ from llama_index.core.prompts import BasePromptTemplate
 
 from ..core.llm import LLMCaller, LLMFallbackError, LLMSettings, LLMSteps, reason_of
 
-# Reply budgets (max_tokens) per step: what each reply needs, with room to spare.
+# max_tokens per step, with room to spare.
 BUDGET = {
     "decompose": 200,
     "rewrite": 96,
@@ -63,10 +56,8 @@ class ChainStep:
 class ChainCalls:
     """The engine's prompts, step ledger and fallback rule, as the steps use them.
 
-    Args:
-        prompts: The engine's prompts by name (shared: ``update_prompts`` reaches the steps).
-        llm_steps: The ledger of which LLM and tier each step used, and its fallbacks.
-        settings: The LLM call settings (``on_llm_failure`` decides fallback or error).
+    ``prompts`` is the engine's own dict, so ``update_prompts`` reaches the steps;
+    ``settings.on_llm_failure`` decides between fallback and error.
     """
 
     def __init__(
@@ -88,11 +79,8 @@ class ChainCalls:
         self.llm_steps.fell_back(step, [reason_of(exc)], what=what, on_failure=on_failure)
 
     async def text(self, llm: LLMCaller, step: str, prompt: str) -> str:
-        """A short reply of ``step`` (reasoning dropped).
-
-        Answers and summaries still cut after the re-asks with more room are kept
-        (counted in the usage's ``truncated``); a cut sufficiency verdict is not.
-        """
+        """A short reply of ``step``; a cut answer or summary is kept (counted in the usage's
+        ``truncated``), a cut sufficiency verdict is not."""
         free_text = step in ("subanswer", "final", "summary")
         if free_text:
             self.llm_steps.count("answer", 1)

@@ -1,10 +1,8 @@
 """Question decomposition (ChainRAG §3.2, App. D, Fig. 8).
 
-The LLM splits a multi-hop question into the fewest sub-questions, in the order
-to answer them, as structured output (:class:`SubQuestions`). The paper does
-not say what to do with an unusable decomposition; we keep the question whole
-and count the fallback. The embedded SmolLM2 cannot write the JSON, so with it
-the engine plans the step LLM-free (the question kept whole, logged).
+The LLM splits a multi-hop question into the fewest sub-questions, in order, as
+structured output. The paper does not say what to do with an unusable
+decomposition; we keep the question whole and count the fallback.
 """
 
 from __future__ import annotations
@@ -40,12 +38,8 @@ async def decompose(
     """Sub-questions of ``question``, or the question itself when unusable (counted).
 
     Args:
-        calls: The engine's prompts, ledger and fallback rule.
-        llm: The caller of this question (its meter counts the question's usage).
-        question: The multi-hop question.
         notes: The response's notes; ``decomposition`` says ``ok``, ``fallback`` or ``skipped``.
         enabled: False when the engine planned the step LLM-free.
-        max_subquestions: Sub-questions kept.
     """
     if not enabled:
         notes["decomposition"] = "skipped"

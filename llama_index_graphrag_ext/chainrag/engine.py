@@ -1,7 +1,5 @@
 """``ChainRAGQueryEngine``: the chain of ChainRAG's steps (paper §3.2-§3.4).
 
-For each question the engine runs, in order:
-
 | step | paper | module |
 |---|---|---|
 | decomposition into sub-questions | §3.2, App. D | :mod:`.decompose` |
@@ -9,18 +7,10 @@ For each question the engine runs, in order:
 | seeds, expansions with sufficiency checks, sub-answer | §3.2 | :mod:`.progressive` |
 | answer or context integration | §3.4 | :mod:`.integration` |
 
-The chain's record and the calls the steps share are in :mod:`.chain`. This
-module picks the LLM, plans each step's tier and runs the chain.
-
-The LLM is picked once (``llm=``, else the index's, by the suite's rule) and
-called through one :class:`~..core.llm.LLMCaller`: on the suite's event loop,
-with retries, a response cache and ``max_tokens`` set per step.
-
-Fallbacks are counted per query in :attr:`ChainRAGQueryEngine.llm_steps` (and
-raise with ``on_llm_failure="raise"``): an unusable decomposition keeps the
-question whole; an unreadable sufficiency reply counts as "not yet" (the
-search goes on, as without an LLM). The embedded SmolLM2 cannot write the
-decomposition's JSON, so with it that step runs LLM-free (planned, logged).
+Fallbacks are counted per query in :attr:`ChainRAGQueryEngine.llm_steps`: an unusable
+decomposition keeps the question whole; an unreadable sufficiency reply counts as
+"not yet". The embedded SmolLM2 cannot write the decomposition's JSON, so with it
+that step runs LLM-free.
 """
 
 from __future__ import annotations
@@ -76,11 +66,8 @@ logger = logging.getLogger(__name__)
 
 
 def words_that_fit(llm: LLM, reserve_tokens: int = 400, words_per_token: float = 0.6) -> int:
-    """Words of gathered sentences a prompt can carry within the LLM's context window.
-
-    Leaves room for the answer (``num_output``) and the prompt's own text
-    (``reserve_tokens``); ``words_per_token`` is conservative for text full of names.
-    """
+    """Words of gathered sentences a prompt can carry within the LLM's context window,
+    beside the answer (``num_output``) and the prompt's own text (``reserve_tokens``)."""
     meta = llm.metadata
     room = int(meta.context_window) - int(meta.num_output or 0) - reserve_tokens
     return max(50, int(room * words_per_token))
@@ -93,18 +80,12 @@ class ChainRAGQueryEngine(BaseQueryEngine):
     the LLM calls and tokens of this question.
 
     Args:
-        index: The sentence graph index.
-        llm: The LLM; without one, the index's (picked once by the suite's rule).
+        llm: The LLM (default: the index's), picked once.
         config: A :class:`~.config.ChainRAGConfig` or preset name (default: the
-            index's); its ``retrieval``, ``answer`` and ``llm`` sections are used
-            (neighbours are scored against the sub-question, §3.2).
+            index's); its ``retrieval``, ``answer`` and ``llm`` sections are used.
         similarity_top_k: Source chunks returned with the response.
-        streaming: Stream the final synthesis.
-        reranker: Any LlamaIndex reranking postprocessor, asked for every
-            candidate it ranks (cosine when ``None``).
-        callback_manager: LlamaIndex callbacks; falls back to the index's.
-        **overrides: Config fields by name (``integration="answer"``, ``max_hops=1``,
-            ``cache_path=...``).
+        reranker: Any LlamaIndex reranking postprocessor (cosine when ``None``).
+        **overrides: Config fields by name (``integration="answer"``, ``max_hops=1``).
     """
 
     def __init__(
@@ -139,16 +120,15 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         retrieval = self.config.retrieval
         word_budget = min(retrieval.word_budget, words_that_fit(self.llm))
         if word_budget < retrieval.word_budget:
-            # The paper's 3,000 words assume a long-context LLM; a small window
-            # (the embedded SmolLM2 has 2,048 tokens) would reject the prompts.
+            # The paper's 3,000 words assume a long-context LLM.
             logger.info(
                 "ChainRAG: word budget %d cut to %d to fit %s's context window",
                 retrieval.word_budget,
                 word_budget,
                 type(self.llm).__name__,
             )
-        # The engine completes sub-questions itself (§3.3): neighbours are scored
-        # against them, not through the LLM-free retriever's propagated scores.
+        # Sub-questions are completed by the LLM (§3.3): neighbours are scored against
+        # them, not by the LLM-free retriever's propagated scores.
         params = retrieval.model_copy(
             update={"word_budget": word_budget, "neighbor_score": "question"}
         )
@@ -168,7 +148,7 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         super().__init__(callback_manager=callback_manager or index._callback_manager)
 
     def _plan_steps(self, choice: LLMChoice) -> bool:
-        """Plan each LLM step's tier in the ledger; True when the question is decomposed."""
+        """Plan each LLM step's tier; True when the question is decomposed."""
         on_failure = self.llm_settings.on_llm_failure
 
         def plan(step: str, needs: str, stand_in: str, failure: str = on_failure):

@@ -27,29 +27,23 @@ logger = logging.getLogger(__name__)
 
 _RECORDS_FILE = "sentences.json"
 _VECTORS_FILE = "sentence_vectors.npz"
-#: Chunks parsed and packed at a time (see ``_add_chunks``).
+#: Chunks parsed and packed at a time.
 _PARSE_BATCH = 64
 
 
 class SentenceGraphIndex(GraphIndexBase):
     """One node per sentence, linked by EC, SS and SA edges; built without any LLM.
 
-    Each chunk is split into sentences and its named entities extracted in one
-    spaCy pass (:func:`~..core.text.analyze_batch`); sentences are embedded once
-    (batched) and the three edge kinds built with sparse / blocked matrix
-    products (:class:`~.sentence_graph.SentenceGraph`). Inserting or deleting
-    chunks rebuilds the derived edges (SS and EC depend on the whole corpus: the
-    kNN lists and the entity statistics), never re-embeds or re-parses old chunks.
+    Sentences and their entities come from one spaCy pass per chunk. Inserting or
+    deleting chunks rebuilds the edges (SS and EC depend on the whole corpus), never
+    re-embeds or re-parses old chunks.
 
     Args:
         nodes: Chunk nodes (``from_documents`` makes them).
-        config: A :class:`~.config.ChainRAGConfig` or preset name: ``default`` (the
-            measured LLM-free setting), ``paper``, ``common-entities``; its
-            ``graph`` section builds the index, the others are what its
-            retrievers and engines use.
-        **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
-            ``show_progress`` (see :class:`~..core.index.GraphIndexBase`), and
-            config fields by name.
+        config: A :class:`~.config.ChainRAGConfig` or preset name; its ``graph``
+            section builds the index, the others serve its retrievers and engines.
+        **kwargs: The :class:`~..core.index.GraphIndexBase` arguments (``embed_model``,
+            ``llm``, ...) and config fields by name.
     """
 
     index_kind = "chainrag-sentence-graph"
@@ -75,8 +69,7 @@ class SentenceGraphIndex(GraphIndexBase):
 
     def stats(self) -> dict[str, Any]:
         sg = self._sg
-        # From the stored matrices only: the exact EC pair count needs K @ K.T,
-        # whose size grows with the square of a frequent entity's sentences.
+        # No exact EC pair count: K @ K.T grows with the square of a hub's sentences.
         return {
             "chunks": len(self),
             "sentences": len(sg),
@@ -93,12 +86,8 @@ class SentenceGraphIndex(GraphIndexBase):
 
     @property
     def graph(self) -> TypedGraph | None:
-        """A :class:`TypedGraph` view for ``graphrag-ext viz`` and inspection (built lazily).
-
-        Node kinds ``sentence`` and ``entity``; edge kinds ``SS`` and ``SA``
-        between sentences, and ``EC`` from a sentence to each of its key
-        entities (two sentences are EC-linked when they share an entity node).
-        """
+        """A :class:`TypedGraph` view for ``graphrag-ext viz`` (built lazily): ``SS`` and ``SA``
+        edges between sentences, ``EC`` from a sentence to each of its key entities."""
         if self._graph is None and len(self._sg):
             self._graph = to_typed_graph(self._sg)
         return self._graph
@@ -130,9 +119,8 @@ class SentenceGraphIndex(GraphIndexBase):
         many = self.nlp_processes > 1 and len(nodes) > TASK_TEXTS
         pool = ParsePool(model, self.nlp_processes) if many else None
         try:
-            # Parsed and packed a batch at a time: with every chunk's analysis alive at
-            # once, the sentences kept from them were scattered over the analyses'
-            # memory and kept it resident after the build (docs/scaling.md, "Memory").
+            # A batch at a time, so the analyses never hold a whole corpus
+            # (docs/scaling.md, "Memory").
             for start in range(0, len(nodes), _PARSE_BATCH):
                 batch = nodes[start : start + _PARSE_BATCH]
                 empty += self._add_batch(batch, nlp, labels, builder, titles, pool)
@@ -143,9 +131,7 @@ class SentenceGraphIndex(GraphIndexBase):
         if empty:
             logger.warning("%d chunk(s) gave no sentence and are not in the graph", empty)
         table = builder.finish()
-        # The texts to embed are made only now, from the packed sentences: made in
-        # the loop, they were alive across every batch and spread the batches over
-        # more arenas, which the few objects spaCy keeps from each batch then pinned.
+        # The texts to embed are made only now, from the packed sentences (memory).
         texts = _embedding_texts(table, len(self._sentences), titles)
         vectors = embed_texts(
             self.embed_model,
@@ -170,10 +156,8 @@ class SentenceGraphIndex(GraphIndexBase):
         titles: list[str],
         pool: ParsePool | None = None,
     ) -> int:
-        """Split and tag one batch of chunks into ``builder``; returns the chunks with no sentence.
-
-        Appends the title of each chunk that has sentences to ``titles``.
-        """
+        """Split and tag one batch into ``builder`` (titles of chunks with sentences onto
+        ``titles``); returns how many chunks had no sentence."""
         inputs = [self._sentence_inputs(n) for n in nodes]
         analyses = analyze_batch([t for _, t in inputs], nlp, labels=labels, pool=pool)
         empty = 0
@@ -198,7 +182,7 @@ class SentenceGraphIndex(GraphIndexBase):
 
     def _rebuild(self) -> None:
         vectors = self._vectors if self._vectors is not None else np.zeros((0, 0), np.float32)
-        # Readers keep using the old snapshot until this assignment (thread-safe swap).
+        # Readers keep the old snapshot until this assignment.
         self._sg = SentenceGraph.build(
             self._sentences,
             vectors,
@@ -246,10 +230,8 @@ class SentenceGraphIndex(GraphIndexBase):
 
 
 def _embedding_texts(table: SentenceTable, first_row: int, titles: Sequence[str]) -> list[str]:
-    """What is embedded for the rows from ``first_row`` on: ``"title: sentence"`` (or the sentence).
-
-    ``titles`` holds one title per chunk of those rows, in row order.
-    """
+    """What is embedded for the rows from ``first_row`` on: ``"title: sentence"`` (or the
+    sentence), given one title per chunk of those rows."""
     first_chunk = int(table.chunk_rows[first_row]) if first_row < len(table) else 0
     out = []
     for code, sent in zip(

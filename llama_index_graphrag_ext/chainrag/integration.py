@@ -5,9 +5,6 @@
 - Sub-context integration (CxtInt, ``integration="context"``): every
   sub-question's sentences, deduplicated and reranked to the original question
   (the paper leaves the rerank query open), cut at the word budget.
-
-Either way the response's sources are the chunks of the merged sentences, best
-first, with those sentences as evidence.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """ChainRAG's key entities (paper §3.1): which of a sentence's entities may form EC edges.
 
-§3.1 keeps "the top-α % entities" by "an importance score, i.e., BM25" and
-links two sentences that share one. :class:`KeyCut` holds how that cut is
-made here (importance, per-sentence or global share, a hub cap, the rarest
-entity kept); :func:`key_entities` applies it to lists and
+§3.1 keeps "the top-α % entities" by "an importance score, i.e., BM25". :class:`KeyCut`
+says how the cut is made; :func:`key_entities` applies it to lists and
 :func:`key_entity_rows` to a :class:`~.sentences.SentenceTable`'s arrays.
 """
 
@@ -19,29 +17,11 @@ from ..core.arrays import first_appearance_codes, indptr_of
 from .sentences import SentenceTable
 
 
-def entity_importance(
-    entity_lists: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75
-) -> dict[str, float]:
-    """Corpus-level BM25 importance of each entity (§3.1 "importance score, i.e., BM25").
-
-    The sentences' entity lists are the BM25 documents; an entity's importance is
-    its mean BM25 score over all sentences (what the authors' code computes), i.e.
-    the total of its BM25 term weights divided by the number of sentences. Entities
-    that recur across sentences but are not everywhere score highest, so the key
-    entities are the ones able to link sentences.
-    """
-    vocab, counts = incidence(entity_lists, binary=False)
-    if counts.shape[0] == 0 or not vocab:
-        return {}
-    total = _importance_of_counts(counts, k1, b)
-    return {e: float(total[j]) for e, j in vocab.items()}
-
-
 def _importance_of_counts(counts: sp.csr_matrix, k1: float, b: float) -> np.ndarray:
-    """Mean BM25 weight of each column of a sentences x entities count matrix.
+    """Mean BM25 weight over all sentences of each entity column (the authors' importance).
 
-    Each column's weights are summed in row order whatever the column numbering,
-    so any numbering of the same entities gives the same floats.
+    The sentences' entity lists are the BM25 documents. Weights are summed in row
+    order, so any column numbering of the same entities gives the same floats.
     """
     n = counts.shape[0]
     df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
@@ -65,27 +45,13 @@ CUT_KINDS: tuple[str, ...] = ("sentence", "global")
 class KeyCut:
     """Settings of the key-entity cut of §3.1 ("top-α % by importance, i.e., BM25").
 
-    The paper leaves the BM25 set-up open; the authors' code scores an entity by
-    its mean BM25 weight over all sentences, which *grows* with how many
-    sentences name it, so hubs are key everywhere and a sentence's rarest
-    entity (often the bridge to the next hop) is the one cut. ``idf`` ranks by
-    inverse sentence frequency instead (rarer is more important), ``max_df``
-    removes hubs outright and ``keep_rarest`` guarantees a sentence's rarest
-    linking entity survives any cut. The defaults are the ``default`` preset's
-    (:mod:`.config`), :data:`PAPER_BM25_CUT` the ``paper`` preset's.
-
-    Attributes:
-        alpha: Kept share, in (0, 1] (§4.1: 0.6).
-        importance: ``"idf"`` (default) or ``"bm25"`` (the authors' mean BM25).
-        cut: ``"sentence"`` (top-α of each sentence's entities, §3.1's
-            ``K_i ⊆ E_i``) or ``"global"`` (entities above the (1-α) quantile
-            of importance over all linking entities, the authors' code).
-        max_df: An entity named by more sentences than this is never key (a hub);
-            ``None`` or 0: no cap.
-        keep_rarest: Always keep each sentence's rarest linking entity.
-
-    Only *linking* entities (named by at least two sentences, at most ``max_df``)
-    take part: an entity of one sentence forms no EC edge whatever the cut.
+    The authors' mean BM25 *grows* with how many sentences name an entity, so hubs
+    are key everywhere and a sentence's rarest entity (often the bridge to the next
+    hop) is the one cut; ``idf``, ``max_df`` and ``keep_rarest`` counter that. The
+    fields are the config's ``alpha``, ``key_importance``, ``key_cut``, ``max_df``
+    and ``keep_rarest`` (see :class:`~.config.ChainRAGConfig`); the defaults are the
+    ``default`` preset's, :data:`PAPER_BM25_CUT` the ``paper`` preset's. Only
+    *linking* entities (named by two sentences or more, at most ``max_df``) take part.
     """
 
     alpha: float = 0.6
@@ -135,13 +101,11 @@ def key_entities(
     """Each sentence's key entities (§3.1), as lists; see :class:`KeyCut` for the cut.
 
     Args:
-        entity_lists: Normalised entity keys per sentence (duplicates allowed; they
-            count as term frequency for ``bm25``).
+        entity_lists: Normalised entity keys per sentence (duplicates count as term
+            frequency for ``bm25``).
         alpha: The kept share, in (0, 1], or a whole :class:`KeyCut`.
-        k1: BM25 term-frequency saturation.
-        b: BM25 length normalisation.
-        **cut: The other :class:`KeyCut` fields (``importance``, ``cut``,
-            ``max_df``, ``keep_rarest``).
+        k1: BM25 term-frequency saturation; ``b`` its length normalisation.
+        **cut: The other :class:`KeyCut` fields.
 
     Returns:
         The key entities of each sentence, distinct, most important first
@@ -192,7 +156,7 @@ def _select_keys(
     imp = importance[ids]
     keep = np.zeros(len(ids), dtype=bool)
     if spec.cut == "sentence":
-        # rank of each usable entry inside its row, by importance then text order
+        # rank of each usable entry in its row, by importance then text order
         order = np.lexsort((place, -imp, ~ok, row))
         n_ok = np.bincount(row[ok], minlength=n)
         quota = np.where(n_ok > 0, np.maximum(1, np.floor(spec.alpha * n_ok + 0.5)), 0)
@@ -250,8 +214,7 @@ def key_entity_rows(
     n, ptr, ids = len(table), table.entity_ptr, table.entity_ids
     if n == 0 or not len(ids):
         return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
-    # copies: sum_duplicates sorts the matrix's index arrays in place, and they
-    # would otherwise be the table's own (text order matters for ties below)
+    # copies: sum_duplicates sorts them in place (text order matters for ties)
     counts = sp.csr_matrix(
         (np.ones(len(ids), dtype=np.float32), ids.copy(), ptr.copy()),
         shape=(n, len(table.entity_names)),
@@ -265,9 +228,8 @@ def key_entity_rows(
 def key_incidence(key_ptr: np.ndarray, key_ids: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix]:
     """The binary key-entity matrix of :func:`key_entity_rows`' output, as :func:`incidence`.
 
-    Columns are numbered by first appearance in the key lists (what
-    :func:`incidence` does with the lists), so the matrix, and with it the order
-    in which EC neighbours are found, is the list-based build's.
+    Columns are numbered by first appearance, as :func:`incidence` numbers them, so
+    the order in which EC neighbours are found is the list-based build's.
 
     Returns:
         ``(columns, matrix)``: ``columns[c]`` is the entity number of column ``c``.

@@ -1,16 +1,9 @@
 """Progressive retrieval with sufficiency checks, and the sub-answer (ChainRAG §3.2).
 
-For one sub-question: seed sentences (top candidates by embedding, reranked),
-then expansions over the sentence graph, each followed by the LLM's verdict on
-whether the gathered sentences suffice; the search stops when they do, at the
-word budget (3,000 words in the paper, §4.1), when the graph has nothing left,
-or after ``max_hops``. The LLM then answers the sub-question from the
-sentences. The graph search itself is :class:`~.retriever.SentenceSearch`,
-shared with the LLM-free retriever.
-
-The graph search and the embedding run in worker threads, so the engine's
-``aquery`` never blocks its loop. An unreadable sufficiency reply counts as
-"not yet": the search goes on, as it does without an LLM.
+Seeds, then graph expansions (:class:`~.search.SentenceSearch`), each followed by the
+LLM's verdict on whether the sentences suffice; the search stops when they do, at
+the word budget (§4.1), when the graph has nothing left, or after ``max_hops``. An
+unreadable verdict counts as "not yet", as without an LLM.
 """
 
 from __future__ import annotations
@@ -35,10 +28,8 @@ async def retrieve(
     *,
     max_hops: int,
 ) -> SearchState:
-    """Seeds, then expansions each followed by the LLM's sufficiency check.
-
-    Sets ``step.stopped``, ``step.hops`` and ``step.sentences``; returns the search.
-    """
+    """Seeds, then expansions each followed by the LLM's sufficiency check (the search
+    runs in worker threads); sets ``step.stopped``, ``hops`` and ``sentences``."""
     vector = await asyncio.to_thread(embed_query, embed_model, step.question)
     state = await asyncio.to_thread(search.start, step.question, vector)
     step.stopped = "max_hops"
@@ -55,7 +46,7 @@ async def retrieve(
             verdict = parse_yes_no(reply)
             if verdict is None:
                 raise LLMOutputError("the sufficiency reply says neither yes nor no", reply)
-        except Exception as exc:  # counted; the search goes on, as without an LLM
+        except Exception as exc:  # counted; the search goes on
             calls.fell_back("sufficiency", exc, notes, what="check")
             verdict = False
         if verdict:

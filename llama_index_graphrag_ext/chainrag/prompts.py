@@ -1,8 +1,4 @@
-"""ChainRAG's prompts (our wording; the paper shows only the decomposition guidelines, Fig. 8).
-
-Every template is a LlamaIndex ``PromptTemplate`` exposed by
-:class:`~.engine.ChainRAGQueryEngine` through ``get_prompts`` / ``update_prompts``.
-"""
+"""ChainRAG's prompts (our wording; the paper shows only the decomposition guidelines, Fig. 8)."""
 
 from __future__ import annotations
 
@@ -91,8 +87,7 @@ _WORD = re.compile(r"[a-z]+")
 def missing_entity(question: str, words: frozenset[str] = REFERENCE_WORDS) -> list[str]:
     """The reference words in a sub-question (whole words, case-insensitive).
 
-    §3.3 rewrites a sub-question when it contains a pronoun such as "this", "it"
-    or "they"; unlike the authors' substring test, "the" and words merely
-    containing a pronoun ("item", "theory") do not trigger it.
+    Unlike the authors' substring test (§3.3), "the" and words merely containing a
+    pronoun ("item", "theory") do not count.
     """
     return [w for w in _WORD.findall(question.lower()) if w in words]

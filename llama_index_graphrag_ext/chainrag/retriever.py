@@ -19,26 +19,18 @@ from .search import Gathered, SearchState, SentenceSearch, describe_sentence
 class SentenceGraphRetriever(BaseRetriever):
     """ChainRAG's retrieval (§3.2) with its LLM steps removed; returns ranked chunks.
 
-    1. Seeds: the top ``candidate_k`` sentences by cosine (the candidate pool),
-       reranked, the best ``k`` kept (§3.2, §4.1).
-    2. ``hops`` expansions over the edge kinds followed, each hop's new
-       sentences added best-first until the word budget is spent (§3.2; the
-       paper's further hops wait for its LLM's sufficiency check).
-    3. One ranking (``rank="one"``) of every candidate (seeds, pool, expanded
-       sentences), as §3.4's CxtInt reranks the union against the question; an
-       expanded sentence's score may be propagated from the sentence that
-       reached it (``neighbor_score``, :meth:`~.search.SentenceSearch.expand`).
-       ``rank="graph"``: the gathered sentences' chunks first, then the pool's.
-    4. A chunk takes the rank of its best sentence and carries its sentences,
-       their roles, hops, edge kinds and the key entities shared over EC.
+    1. Seeds: the top ``candidate_k`` sentences by cosine, reranked, the best ``k``
+       kept (§3.2, §4.1).
+    2. ``hops`` expansions, each hop's new sentences added best-first until the word
+       budget is spent (§3.2; the paper's further hops wait for its LLM's verdict).
+    3. One ranking (``rank="one"``) of every candidate, as §3.4's CxtInt reranks the
+       union against the question (``rank="graph"``: the gathered sentences' chunks
+       first, then the pool's).
+    4. A chunk takes the rank of its best sentence and carries its sentences as evidence.
 
     Args:
-        index: The sentence graph index.
-        config: A :class:`~.config.ChainRAGConfig` or preset name (default: the
-            index's); its ``retrieval`` section is used.
-        similarity_top_k: Chunks to return.
+        config: A :class:`~.config.ChainRAGConfig` or preset name (default: the index's).
         reranker: Optional LlamaIndex reranking postprocessor (cosine when ``None``).
-        callback_manager: LlamaIndex callbacks; falls back to the index's.
         **overrides: Retrieval fields of the config by name (``k=2``, ``follow_ec=False``).
     """
 
@@ -79,7 +71,7 @@ class SentenceGraphRetriever(BaseRetriever):
         return chunks_from_state(self.index, state, self.similarity_top_k, params.rank, params.fill)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        # Embedding, graph search and reranking are CPU work: off the caller's loop.
+        # CPU work: off the caller's loop.
         return await asyncio.to_thread(self._retrieve, query_bundle)
 
 
@@ -91,12 +83,8 @@ def _bundle_vector(query_bundle: QueryBundle) -> np.ndarray | None:
 
 
 def ranked_chunk_ids(state: SearchState, top_k: int, rank: str = "one", fill: bool = True):
-    """Chunk ids in rank order and each chunk's sentences (best first).
-
-    ``rank="one"``: gathered and pool sentences in one list by score; a chunk
-    is ranked by its best sentence. ``rank="graph"``: gathered sentences'
-    chunks first, then (with ``fill``) the pool's.
-    """
+    """Chunk ids in rank order (see :class:`SentenceGraphRetriever`, step 3) and each
+    chunk's sentences, best first."""
     sg = state.graph
     items = list(state.gathered.values())
     if fill or rank == "one":

@@ -1,11 +1,8 @@
 """Sub-question rewriting and the summary of unanswered contexts (ChainRAG §3.3).
 
-A later sub-question often loses its key entity to a pronoun or demonstrative
-("this author"): the "lost-in-retrieval" failure the paper names. When one has
-(:func:`~.prompts.missing_entity`), the LLM rewrites it from the earlier
-sub-questions and their answers. When an earlier sub-question went unanswered
-there is nothing to rewrite from, so the contexts it gathered are summarised
-and the summary joins the current sub-question's context instead.
+A sub-question that lost its key entity to a pronoun ("this author", the paper's
+"lost-in-retrieval") is rewritten from the earlier answers; when an earlier one went
+unanswered, its contexts are summarised into the current one's instead.
 """
 
 from __future__ import annotations
@@ -25,13 +22,8 @@ async def prepare(
 ) -> None:
     """Rewrite ``step`` from earlier answers, or summarise unanswered earlier contexts.
 
-    Args:
-        calls: The engine's prompts, ledger and fallback rule.
-        llm: The caller of this question.
-        step: The sub-question about to be retrieved; its ``question``,
-            ``action`` and ``summary`` are set here.
-        done: The earlier sub-questions, answered or not.
-        states: Their searches, aligned with ``done``.
+    Sets ``step.question``, ``action`` and ``summary``; ``states`` are the searches of
+    the earlier sub-questions ``done``.
     """
     if not done or not missing_entity(step.original):
         return

@@ -1,11 +1,7 @@
 """Seeds, reranking and expansion on the sentence graph (paper §3.2).
 
-:class:`SentenceSearch` holds one search: seeds by embedding similarity (the
-top ``candidate_k``), reranked to the top ``k``, then expanded hop by hop over
-the chosen edge kinds, each hop's new sentences reranked and added until the
-word budget is spent. The query engine drives it one hop at a time and asks
-its LLM after each hop whether the gathered sentences suffice; the LLM-free
-retriever (:mod:`.retriever`) runs a fixed number of hops.
+The query engine drives a search one hop at a time, asking its LLM after each hop
+whether the sentences suffice; the LLM-free retriever runs a fixed number of hops.
 """
 
 from __future__ import annotations
@@ -78,14 +74,9 @@ class SentenceSearch:
     """Seed, rerank and expand on a sentence graph (paper §3.2); one object, many queries.
 
     Args:
-        index: The sentence graph index (its ``sentence_graph``, ``embed_model``
-            and ``searcher`` are read).
-        params: The retrieval settings (``candidate_k``, ``k``, ``word_budget``, the
-            edge kinds followed, ``neighbor_score`` and the ``w_<kind>`` weights).
-        reranker: Any LlamaIndex node postprocessor that reranks (e.g. a BGE
-            cross-encoder through ``FlagEmbeddingReranker``), asked for every
-            candidate whatever its ``top_n``; without one, sentences are ranked
-            by cosine similarity.
+        params: The config's retrieval section (see :class:`~.config.ChainRAGConfig`).
+        reranker: Any LlamaIndex reranking postprocessor, asked for every candidate
+            whatever its ``top_n``; without one, sentences are ranked by cosine.
     """
 
     def __init__(
@@ -108,7 +99,6 @@ class SentenceSearch:
         if self.reranker is None or not len(rows):
             order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i]))
             return [(int(rows[i]), float(scores[i])) for i in order]
-        # Every row gets ranked: the reranker is asked for all of them, whatever its top_n.
         texts = [state.graph.text(r) for r in rows]
         ranked = rerank(self.reranker, state.query, texts, scores=[float(x) for x in scores])
         return [(int(rows[i]), score) for i, score in ranked]
@@ -117,7 +107,7 @@ class SentenceSearch:
 
     def start(self, query: str, query_vector: np.ndarray | None = None) -> SearchState:
         """First round: top ``candidate_k`` by cosine, reranked, top ``k`` kept as seeds."""
-        sg = self.index.sentence_graph  # one snapshot for the whole search
+        sg = self.index.sentence_graph  # one snapshot per search
         if query_vector is None:
             query_vector = embed_query(self.index.embed_model, query)
         return self._start(sg, query, query_vector)
@@ -179,13 +169,11 @@ class SentenceSearch:
         reach: dict[int, dict[str, list[int]]],
         cos: np.ndarray,
     ) -> np.ndarray:
-        """Each new row's cosine plus a share of the best score among the rows that reached it.
+        """Each new row's ``cos + w[kind] * score(source)``, never above ``score(source)``.
 
-        ``cos + w[kind] * score(source)``, never above ``score(source)``: an
-        edge from a sentence that matches the question is evidence for its
-        neighbour (the LLM-free stand-in for §3.3, where the next hop is
-        searched with a sub-question completed by what this hop found), and a
-        neighbour never outranks the sentence that led to it.
+        An edge from a sentence that matches the question is evidence for its neighbour
+        (the LLM-free stand-in for §3.3's completed sub-question), and a neighbour
+        never outranks the sentence that led to it.
         """
         gathered, weight = state.gathered, self._weights
         out = np.empty(len(new), dtype=np.float32)

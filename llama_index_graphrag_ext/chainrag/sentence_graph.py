@@ -1,23 +1,17 @@
 """ChainRAG's sentence graph (paper §3.1) as immutable numpy / scipy structures.
 
-One row per sentence. Three labelled edge kinds join the rows:
+One row per sentence; three edge kinds:
 
-* **EC** (entity co-occurrence): two sentences share a *key* entity, one kept by
-  the top-α % cut of §3.1 (α = 60 in §4.1; how importance is measured, where
-  the share is taken and the hub cap are in :mod:`.key_entities`).
-  The pairwise edges are never materialised: a key-entity incidence matrix ``K``
-  (sentences × entities) answers "EC neighbours of these rows" as ``K[rows] @ K.T``,
-  which is the paper's "mappings of entities to all sentences" and avoids the
-  quadratic cliques that frequent entities would create.
-* **SS** (semantic similarity): each sentence's top-m (m = 10) neighbours by cosine,
-  kept if either end lists the other (blocked kNN, :func:`~..core.embeddings.knn_graph`).
-* **SA** (structural adjacency): sentences at most ``window`` (3) apart in the same
-  chunk. The paper's window runs over one question's concatenated context; a
-  corpus index has no such context, and running it over corpus order would link
-  passages by where a benchmark file lists them, so SA stays inside a chunk's text.
+* **EC**: two sentences share a *key* entity (the top-α % cut, :mod:`.key_entities`).
+  The pairs are never materialised: the key-entity incidence ``K`` (sentences ×
+  entities) gives the EC neighbours of rows as ``K[rows] @ K.T`` (the paper's
+  "mappings of entities to all sentences"), avoiding the cliques of frequent entities.
+* **SS**: each sentence's top-m neighbours by cosine, kept if either end lists the other.
+* **SA**: sentences at most ``window`` apart in the same chunk. The paper's window runs
+  over one question's concatenated context; over corpus order it would link passages
+  by where a benchmark file lists them, so SA stays inside a chunk.
 
-A :class:`SentenceGraph` is built once per index change and then only read, so
-retrieval threads share it without locks.
+A graph is built once per index change and then only read (no locks).
 """
 
 from __future__ import annotations
@@ -46,14 +40,8 @@ def ss_edges(vectors: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def sa_edges(groups: np.ndarray, positions: np.ndarray, window: int) -> tuple[np.ndarray, ...]:
-    """SA edges ``i < j`` between sentences of one group at most ``window`` apart (§3.1).
-
-    Rows of a group (chunk) must be contiguous and in text order, as the index
-    stores them; the pairs are found with ``window`` vectorised shifts.
-
-    Returns:
-        ``(rows, cols, distances)``.
-    """
+    """SA edges ``(rows, cols, distances)``, ``i < j``, between sentences of one group at most
+    ``window`` apart (§3.1); a group's (chunk's) rows must be contiguous, in text order."""
     n = groups.shape[0]
     rows, cols, dist = [], [], []
     for offset in range(1, max(0, window) + 1):
@@ -99,27 +87,20 @@ class KeyEntities(Sequence[tuple[str, ...]]):
 
 @dataclass(frozen=True)
 class SentenceGraph:
-    """The read-only sentence graph: sentences, vectors and the three edge kinds.
-
-    Build it with :meth:`build`; every array is indexed by sentence row.
+    """The read-only sentence graph (made by :meth:`build`); arrays are indexed by row.
 
     Attributes:
-        sentences: The sentences as columns (texts, chunks, positions, entities).
-        vectors: ``(n, d)`` unit float32 rows (embeddings of the sentences).
+        vectors: ``(n, d)`` unit float32 sentence embeddings.
         key_matrix: Binary CSR, rows × key entities (EC edges are its co-occurrences).
         key_order: int32, each row's key-entity columns most important first (row
             ``i`` is ``key_order[key_matrix.indptr[i]:key_matrix.indptr[i + 1]]``).
         key_columns: int32, the entity number (in ``sentences.entity_names``) of each
             column of ``key_matrix``.
         ss_ptr: int64 ``(n + 1,)`` and ``ss_cols`` int32: row ``i``'s SS neighbours
-            are ``ss_cols[ss_ptr[i]:ss_ptr[i + 1]]`` (ascending; the symmetric
-            pattern of the SS edges, without values).
-        params: The settings it was built with.
+            are ``ss_cols[ss_ptr[i]:ss_ptr[i + 1]]`` (ascending, without cosines).
 
-    The ``ss`` and ``sa`` matrices (with cosines and sentence distances) are made
-    when read: retrieval needs only which rows are linked, so the SS links are
-    kept without their cosines, and the SA links follow from the chunks and
-    positions.
+    The ``ss`` and ``sa`` matrices (cosines, distances) are made when read: retrieval
+    needs only which rows are linked.
     """
 
     sentences: SentenceTable
@@ -144,14 +125,8 @@ class SentenceGraph:
     ) -> SentenceGraph:
         """Build every edge kind for ``sentences`` (rows of one chunk contiguous, in order).
 
-        Args:
-            sentences: The sentences, as a table or as records.
-            vectors: Their unit embeddings, one row each.
-            alpha: Share of each sentence's entities kept as key entities (§4.1: 0.6).
-            m: SS neighbours per sentence (§4.1: 10).
-            window: SA span in sentences (§3.1: 3).
-            key_cut: The whole key-entity cut (its ``alpha`` wins over ``alpha``);
-                default ``KeyCut(alpha=alpha)``.
+        ``alpha``, ``m`` and ``window`` are the config's fields (§4.1: 0.6, 10, 3);
+        ``key_cut``, the whole key-entity cut, wins over ``alpha``.
         """
         table = sentences if isinstance(sentences, SentenceTable) else _table_of(sentences)
         n = len(table)
@@ -234,11 +209,8 @@ class SentenceGraph:
         return self.key_columns[self.key_order[ptr[row] : ptr[row + 1]]]
 
     def num_edges(self, kind: str) -> int:
-        """Undirected edge count of one kind (EC counted from entity co-occurrence).
-
-        The EC count materialises ``K @ K.T``: its cost grows with the square of the
-        sentences that share a frequent entity. Use :meth:`ec_summary` on large graphs.
-        """
+        """Undirected edge count of one kind. The EC count materialises ``K @ K.T``
+        (quadratic in a hub's sentences): use :meth:`ec_summary` on large graphs."""
         if kind == "SS":
             return len(self.ss_cols) // 2
         if kind == "SA":
@@ -251,14 +223,9 @@ class SentenceGraph:
         raise ValueError(f"unknown edge kind {kind!r}")
 
     def ec_summary(self) -> dict[str, int]:
-        """EC structure in time linear in the stored links (no pair materialised).
-
-        Returns:
-            ``key_entities`` (columns of ``K``), ``links`` (sentence-entity
-            incidences, ``K.nnz``), ``pairs_upper_bound`` (the sum over entities of
-            ``C(sentences, 2)``: the EC pair count if no two sentences shared two
-            key entities) and ``largest_entity`` (most sentences on one entity).
-        """
+        """EC structure in linear time: ``key_entities``, ``links`` (``K.nnz``),
+        ``pairs_upper_bound`` (sum over entities of ``C(sentences, 2)``) and
+        ``largest_entity`` (most sentences on one entity)."""
         kmat = self.key_matrix
         if kmat.shape[1] == 0:
             return {"key_entities": 0, "links": 0, "pairs_upper_bound": 0, "largest_entity": 0}
@@ -273,11 +240,7 @@ class SentenceGraph:
     def neighbors(
         self, rows: Sequence[int], kinds: Sequence[str] = EDGE_KINDS
     ) -> dict[int, dict[str, list[int]]]:
-        """1-hop neighbours of ``rows``: ``{neighbour: {kind: [source rows]}}``.
-
-        Sources are rows in ``rows``; a neighbour that is itself in ``rows`` is left
-        out. Work is proportional to the edges touched (sparse row slices).
-        """
+        """1-hop neighbours of ``rows`` (not themselves): ``{neighbour: {kind: [sources]}}``."""
         rows = [int(r) for r in rows]
         source = set(rows)
         out: dict[int, dict[str, list[int]]] = {}
@@ -302,11 +265,7 @@ class SentenceGraph:
         return out
 
     def _sa_neighbors(self, rows: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """SA neighbours of ``rows`` (ascending per row) as ``(ptr, rows)``, from chunks and positions.
-
-        The same pairs as :func:`sa_edges`: rows at most ``window`` apart in the
-        table, from one chunk, at most ``window`` apart in position.
-        """
+        """SA neighbours of ``rows`` (ascending) as ``(ptr, rows)``: :func:`sa_edges`' pairs."""
         window = int(self.params.get("window", 3))
         table, n = self.sentences, len(self)
         src = np.asarray(rows, dtype=np.int64)[:, None]

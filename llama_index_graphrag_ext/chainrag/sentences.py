@@ -1,14 +1,8 @@
 """The sentences of a sentence graph as columns (texts, chunk, position, entities).
 
-Columns, not one Python object per sentence (``docs/scaling.md``, "Memory"):
-small objects made while the corpus's spaCy analyses were alive kept much of
-the analyses' memory resident after the build (CPython's small-object allocator
-returns memory only in whole arenas). A table is a handful of large buffers:
-the texts as a :class:`~..core.arrays.StringTable`, chunk rows and positions as
-int32 arrays, and the entities as CSR rows over an entity vocabulary that is
-itself a string table. Row views (:class:`SentenceRecord`) are made on access.
-A table is never changed in place: inserts and deletes make a new one, so a
-graph built from an old one stays consistent.
+Columns, not one Python object per sentence (``docs/scaling.md``, "Memory"); row
+views (:class:`SentenceRecord`) are made on access. A table is never changed in
+place, so a graph built from an old one stays consistent.
 """
 
 from __future__ import annotations
@@ -115,15 +109,8 @@ class SentenceTable:
 class SentenceTableBuilder:
     """Appends sentences to a table a batch at a time, keeping only packed columns between batches.
 
-    Each :meth:`pack` turns the sentences added since the last one into arrays and
-    blobs, so the Python objects they came from can be freed: the build's working
-    set is one batch. Entity keys are numbered only in :meth:`finish`, after the
-    batches: numbered on the fly, the growing dictionary of key strings was
-    allocated amid every batch's temporaries, and the few objects spaCy keeps
-    from each batch then pinned that memory.
-
-    Args:
-        base: The table to extend (none: start empty).
+    Entity keys are numbered only in :meth:`finish`, so no growing dictionary of key
+    strings is allocated amid the batches' temporaries (``docs/scaling.md``, "Memory").
     """
 
     def __init__(self, base: SentenceTable | None = None) -> None:
@@ -174,7 +161,7 @@ class SentenceTableBuilder:
         self._parts.clear()
         added = np.concatenate(counts)
         ptr = np.concatenate([base.entity_ptr, base.entity_ptr[-1] + np.cumsum(added)])
-        # The base's names are copied, not extended: a graph built on the base reads them.
+        # Copied, not extended: a graph built on the base reads them.
         names = StringTable.concat([base.entity_names])
         ids = names.intern_many(StringTable.concat(keys)).astype(np.int32)
         names.fit()

@@ -1,9 +1,7 @@
 """An extraction, batch by batch, and its report (CUE-RAG §3.2, Algorithm 1).
 
-:meth:`~.extractor.KnowledgeUnitExtractor.start` runs Chunk-Selection and the
-LLM's units for the whole corpus (Alg. 2; Alg. 1 line 8) and returns an
-:class:`ExtractionRun`, which makes the rest of Alg. 1 (sentence units, NER,
-lines 10-14) a batch of chunks at a time.
+:class:`ExtractionRun` makes the rest of Alg. 1 (sentence units, NER, lines 10-14) a
+batch of chunks at a time, after Chunk-Selection and the LLM's units (Alg. 2; line 8).
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ from .units import KnowledgeUnit
 
 
 class UnitMaker(Protocol):
-    """What a run needs of its :class:`~.extractor.KnowledgeUnitExtractor` (a protocol,
-    so this module does not import the one that imports it)."""
+    """What a run needs of its :class:`~.extractor.KnowledgeUnitExtractor` (no import cycle)."""
 
     spacy_model: str | None
     entity_labels: list[str] | None
@@ -43,10 +40,9 @@ class UnitMaker(Protocol):
     ) -> list[list[KnowledgeUnit]]: ...
 
 
-#: Batches whose parsing is started before the current one is used (bounded, so the
-#: analyses held at once stay a few batches' worth; see the class's memory note).
+#: Batches parsed ahead of the current one (bounded: their analyses are held meanwhile).
 PARSE_AHEAD = 2
-#: Niceness added to the parse workers while they parse ahead of the forward pass.
+#: Niceness of the parse workers while they parse ahead of the forward pass.
 AHEAD_NICE = 19
 
 
@@ -57,8 +53,7 @@ class ExtractionResult:
     Attributes:
         units: One list of units per input chunk, in input order.
         selected: Indices of the chunks Chunk-Selection picked for the LLM.
-        stats: Counts for reports: chunks, tokens, budget, LLM chunks and
-            fallbacks, units, entities, LLM usage (``llm_total_tokens``).
+        stats: Counts for reports (chunks, budget, fallbacks, units, LLM usage).
     """
 
     units: list[list[KnowledgeUnit]]
@@ -69,17 +64,10 @@ class ExtractionResult:
 class ExtractionRun:
     """An extraction under way: chunks chosen and LLM units written, the rest still to make.
 
-    :meth:`batches` makes the units (sentences, NER, title entities) of
-    consecutive batches of chunks. A caller that keeps only a compact result of
-    each batch holds one batch's spaCy analyses and unit objects at a time
-    instead of the whole corpus's, which matters for memory beyond their own
-    size: long-lived strings made among a large set of temporaries keep the
-    temporaries' memory resident after they die (``docs/scaling.md``, "Memory").
-    The units do not depend on the batch size, nor on the
-    extractor's ``nlp_processes`` (with 2 or more, one :class:`~..core.text.ParsePool`
-    serves every batch).
-
-    Made by :meth:`~.extractor.KnowledgeUnitExtractor.start`.
+    :meth:`batches` makes the units of consecutive batches of chunks, so a caller holds
+    one batch's analyses at a time (``docs/scaling.md``, "Memory"). The units depend
+    neither on the batch size nor on ``nlp_processes``. Made by
+    :meth:`~.extractor.KnowledgeUnitExtractor.start`.
     """
 
     def __init__(
@@ -102,15 +90,14 @@ class ExtractionRun:
         self.selected = selected
 
     def batches(self, size: int) -> Iterator[tuple[int, list[list[KnowledgeUnit]]]]:
-        """``(start, units)`` for each batch of ``size`` chunks, ``units[i]`` being chunk ``start + i``'s."""
+        """``(start, units)`` per batch of ``size`` chunks (``units[i]``: chunk ``start + i``'s)."""
         if size <= 0:
             raise ValueError(f"batch size must be positive, got {size}")
         processes = self._extractor.nlp_processes
-        # One pool for every batch: its workers start (and load spaCy) once per build.
+        # One pool for every batch: its workers load spaCy once per build.
         many = processes > 1 and len(self._nodes) - len(self._llm_units) > TASK_TEXTS
-        # Workers parse ahead while the caller embeds a batch (parses shared through a
-        # ParseCache are looked up batch by batch instead), at a lower priority, so
-        # they take the cores' idle time rather than the forward pass's.
+        # Workers parse ahead while the caller embeds a batch, at a lower priority
+        # (parses shared through a ParseCache are looked up batch by batch instead).
         ahead = many and not parses_shared()
         pool = (
             ParsePool(self._extractor.spacy_model, processes, nice=AHEAD_NICE if ahead else 0)

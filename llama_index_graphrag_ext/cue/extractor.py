@@ -1,9 +1,8 @@
 """Hybrid knowledge-unit extraction (CUE-RAG §3.2, Algorithms 1 and 2).
 
-Chunks picked by Chunk-Selection (a knapsack under ``alpha`` of the corpus's
-tokens, see :mod:`.selection`) are rewritten by an LLM into self-contained
-knowledge units; every other chunk is split into sentences, each one a unit.
-spaCy NER then finds the entities of every unit (Alg. 1, lines 12-14).
+The chunks Chunk-Selection picks (a knapsack under ``alpha`` of the corpus's tokens)
+are rewritten by an LLM into knowledge units; every other chunk's sentences are its
+units. spaCy NER then finds each unit's entities (Alg. 1, lines 12-14).
 
 | module | step |
 |---|---|
@@ -12,14 +11,8 @@ spaCy NER then finds the entities of every unit (Alg. 1, lines 12-14).
 | :mod:`.units` | Alg. 1 lines 10-14: sentence units, NER, the unit and entity records |
 | :mod:`.extraction_run` | the units made a batch of chunks at a time, and the report |
 
-This module holds :class:`KnowledgeUnitExtractor`, which plans the LLM and runs
-the steps in order.
-
-``alpha = 0`` is the fully LLM-free mode: no LLM object is created or needed.
-With ``alpha > 0`` the LLM is picked once by the suite's rule. The embedded
-SmolLM2 cannot write JSON, so with it the whole step runs LLM-free (a WARNING,
-and the step ledger says so); a chunk whose reply fails gets its sentences
-(counted, logged, or an error with ``on_llm_failure="raise"``).
+``alpha = 0`` needs no LLM. The embedded SmolLM2 cannot write JSON, so with it the
+step runs LLM-free (logged); a chunk whose reply fails gets its sentences.
 """
 
 from __future__ import annotations
@@ -73,19 +66,13 @@ logger = logging.getLogger(__name__)
 class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     """Turn chunks into knowledge units with entities (CUE-RAG's hybrid extraction).
 
-    As a ``TransformComponent`` it maps chunk nodes to unit ``TextNode`` s (each
-    with a ``SOURCE`` link to its chunk and its entities in metadata), so it can
-    run inside an ``IngestionPipeline``; :class:`.MultiPartiteIndex` calls
-    :meth:`extract` directly.
-
-    Its settings are the ``graph`` fields of :class:`~.config.CUEConfig` (same
-    names; the index makes it from its config) and the LLM call settings.
-    ``llm`` is the extraction LLM (without one the suite's rule picks it, only when
-    ``alpha > 0``); ``embed_model`` embeds chunks for the ``cos`` selection.
+    As a ``TransformComponent`` it maps chunk nodes to unit ``TextNode`` s (a
+    ``SOURCE`` link to the chunk, entities in metadata). Its settings are the
+    ``graph`` fields of :class:`~.config.CUEConfig` and the LLM call settings; ``llm``
+    is resolved only when ``alpha > 0``, ``embed_model`` serves the ``cos`` selection.
     """
 
-    # The same settings as CUEConfig's graph section (described there), with the
-    # defaults of an extractor made on its own: alpha = 0, title entities.
+    # CUEConfig's graph fields (described there); own defaults: alpha = 0, title entities.
     alpha: float = Field(default=0.0, ge=0.0, le=1.0)
     selection: Literal["bleu", "cos", "random"] = "bleu"
     bleu_max_n: int = Field(default=4, gt=0)
@@ -147,15 +134,8 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     # ------------------------------------------------------------ selection
 
     def select(self, texts: Sequence[str], weights: Sequence[int]) -> tuple[list[int], dict]:
-        """Chunk-Selection (Alg. 2): the chunks whose units the LLM writes.
-
-        Args:
-            texts: Chunk texts.
-            weights: Their token counts.
-
-        Returns:
-            ``(indices, info)`` with the budget and the knapsack's report.
-        """
+        """Chunk-Selection (Alg. 2): ``(indices, info)`` of the chunks whose units the LLM
+        writes, given their texts and token counts (``weights``)."""
         n = len(texts)
         budget = token_budget(weights, self.alpha)
         info: dict[str, Any] = {"token_budget": budget, "tokens_total": int(sum(weights))}
@@ -186,7 +166,7 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
     # ----------------------------------------------------------- extraction
 
     def _plan(self) -> LLM | None:
-        """The extraction LLM, planned once per run: ``None`` when the step runs LLM-free."""
+        """The extraction LLM, planned once per run (``None``: LLM-free)."""
         choice = self._choice or choose_llm(self.llm)
         return self._steps.plan(
             STEP, choice, needs="json", stand_in="sentence units", on_failure=self.on_llm_failure
@@ -207,24 +187,13 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         )
 
     def extract(self, nodes: Sequence[BaseNode]) -> ExtractionResult:
-        """Run Chunk-Selection, LLM extraction for the chosen chunks, sentences for the rest, NER.
-
-        Args:
-            nodes: Chunk nodes.
-
-        Returns:
-            The units of every chunk and a report of what happened.
-        """
+        """Chunk-Selection, the LLM's units for the chosen chunks, sentences for the rest, NER."""
         run = self.start(nodes)
         units = [u for _, batch in run.batches(max(len(nodes), 1)) for u in batch]
         return ExtractionResult(units=units, selected=run.selected, stats=run.stats())
 
     def start(self, nodes: Sequence[BaseNode]) -> ExtractionRun:
-        """Chunk-Selection and the LLM's units; :meth:`ExtractionRun.batches` makes the rest.
-
-        Use this instead of :meth:`extract` to take the units a batch of chunks at a
-        time (see :class:`ExtractionRun`).
-        """
+        """Chunk-Selection and the LLM's units; :meth:`ExtractionRun.batches` makes the rest."""
         texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
         weights = [count_tokens(t) for t in texts]
         selected, stats = self.select(texts, weights)
@@ -236,7 +205,7 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
         if selected:
             llm = self._plan()
             self._steps.count(STEP, len(selected))
-            if llm is None:  # planned LLM-free (the ledger and a log line say why)
+            if llm is None:  # planned LLM-free
                 fallback = len(selected)
             else:
                 answers = run_sync(lambda: self._allm_units(llm, [texts[i] for i in selected]))
@@ -248,7 +217,6 @@ class KnowledgeUnitExtractor(TransformComponent, LLMSettings, PromptMixin):
                     else:
                         llm_units[i] = answer
                 fallback = len(reasons)
-                # One WARNING with the counts (an error with on_llm_failure="raise").
                 self._steps.fell_back(STEP, reasons, what="chunk", on_failure=self.on_llm_failure)
         stats.update(chunks_llm=len(llm_units), chunks_fallback=fallback)
         return ExtractionRun(self, nodes, texts, selected, llm_units, stats, before)

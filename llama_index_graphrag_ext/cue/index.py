@@ -1,22 +1,15 @@
 """MultiPartiteIndex: CUE-RAG's three-layer graph of chunks, knowledge units and entities.
 
-Algorithm 1 (CUE-Index): chunks ``V_T`` contain knowledge units ``V_K``
-(edges ``E_c``, kind ``has_unit``); units mention entities ``V_e`` (edges
-``E_e``, kind ``mentions``). There are no other edges (§2.1).
+Algorithm 1 (CUE-Index): chunks ``V_T`` contain knowledge units ``V_K`` (``E_c``, kind
+``has_unit``); units mention entities ``V_e`` (``E_e``, kind ``mentions``); no other
+edges (§2.1). Decisions the paper leaves open (digest §8):
 
-Decisions the paper leaves open (digest §8):
-
-* **Unit merging.** Units are content-addressed: the same statement in two
-  chunks is one node with two ``has_unit`` edges.
-* **Entity normalisation.** Mentions are merged under
-  :func:`~llama_index_graphrag_ext.core.text.normalize_entity` (NFKC, casefold,
-  apostrophes unified, possessive ``'s`` and a leading "the" dropped). The entity
-  node keeps the first surface form seen; its embedding is that surface form's.
-* **Labels.** spaCy's OntoNotes labels minus purely numeric ones (CARDINAL,
-  ORDINAL, QUANTITY, MONEY, PERCENT); DATE and TIME stay.
-* **Deletion.** Removing a chunk removes its ``has_unit`` edges; a unit left with
-  no chunk disappears, and so does an entity left with no unit. Shared units
-  and entities stay.
+* Units are content-addressed: the same statement in two chunks is one node.
+* Mentions merge under :func:`~llama_index_graphrag_ext.core.text.normalize_entity`;
+  the entity keeps (and is embedded as) the first surface form seen.
+* Labels: spaCy's OntoNotes labels minus the purely numeric ones (DATE, TIME stay).
+* Deleting a chunk drops the units left with no chunk, then the entities left with
+  no unit; shared ones stay.
 """
 
 from __future__ import annotations
@@ -74,24 +67,16 @@ def _extractor_settings(extractor: KnowledgeUnitExtractor, config: CUEConfig) ->
 class MultiPartiteIndex(GraphIndexBase):
     """Chunks, knowledge units and entities, with unit and entity embeddings (CUE-RAG §3.2).
 
-    Build it like any LlamaIndex index::
-
-        index = MultiPartiteIndex(nodes, config="default")  # LLM-free (alpha = 0)
-        index = MultiPartiteIndex(nodes, config="paper", llm=my_llm)  # the LLM writes units
-
     The graph is held as arrays (:mod:`.layers`); :attr:`graph` makes a
     :class:`~llama_index_graphrag_ext.core.graph.TypedGraph` of it on demand.
 
     Args:
         nodes: Chunk nodes.
-        config: A :class:`~.config.CUEConfig` or preset name: ``default`` (LLM-free,
-            the measured setting), ``paper`` (alpha = 1 and the LLM's query
-            entities), ``path-weighted``.
+        config: A :class:`~.config.CUEConfig` or preset name.
         extractor: A :class:`.KnowledgeUnitExtractor` to use instead of the one the
             config describes (its settings then become the config's).
         **kwargs: The :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`
-            arguments (``embed_model``, ``llm``, ``callback_manager``,
-            ``show_progress``, ...) and config fields by name.
+            arguments (``embed_model``, ``llm``, ...) and config fields by name.
     """
 
     index_kind = "cue-multipartite"
@@ -147,11 +132,8 @@ class MultiPartiteIndex(GraphIndexBase):
         parts: list[tuple] = []
         vector_stats: Counter[str] = Counter()
         chunk_windows: list[np.ndarray | None] = []
-        # A batch at a time, keeping only the compact growth (see ExtractionRun);
-        # each batch's units are dropped before the next batch is made. Each batch
-        # is embedded as soon as its units are made, while the parse workers work on
-        # the next batches (ExtractionRun parses ahead): the forward pass and spaCy
-        # overlap instead of following each other.
+        # A batch at a time, keeping only the compact growth; each batch is embedded
+        # while the parse workers parse the next ones (ExtractionRun parses ahead).
         for start, units in run.batches(self.extract_batch):
             units_before, entities_before = len(growth.unit_texts), len(growth.entity_names)
             growth.add(first_row + start, units)
@@ -180,7 +162,6 @@ class MultiPartiteIndex(GraphIndexBase):
         stats = run.stats()
         del run
         if no_entity:
-            # Q-Iter walks entities; such chunks are reached only by the dense fill.
             logger.warning(
                 "CUE index: %d of %d chunk(s) have no entity; Q-Iter paths cannot reach them, "
                 "only the dense fill can (e.g. a language the NER model lacks): %s",
@@ -193,7 +174,7 @@ class MultiPartiteIndex(GraphIndexBase):
         )
         del parts
         stats.update(vector_stats)
-        # Everything is embedded: now the tables and the layers change together.
+        # Everything is embedded: the tables and the layers change together.
         self._chunks.add([n.node_id for n in nodes], chunk_vectors)
         ids, windows = window_rows([n.node_id for n in nodes], chunk_windows)
         if windows is not None:
@@ -261,9 +242,7 @@ class MultiPartiteIndex(GraphIndexBase):
     def graph(self) -> TypedGraph:
         """The chunk-unit-entity graph as a :class:`TypedGraph` (for ``viz`` and persistence).
 
-        Made on demand from the arrays the index keeps (:mod:`.layers`), and kept
-        only while a caller holds it (a networkx graph of the whole index is
-        large). It is a snapshot: after an insert or delete, ask for it again.
+        A snapshot made on demand, kept only while a caller holds it (it is large).
         """
         with self._lock:
             graph = self._graph_ref() if self._graph_ref is not None else None

@@ -1,17 +1,10 @@
 """The chunk-unit-entity graph of a :class:`.MultiPartiteIndex` as compact, row-aligned arrays.
 
-Why not a :class:`~..core.graph.TypedGraph`: Q-Iter reads the graph through
-the array view (:mod:`.view`), and a networkx multigraph of every chunk, unit
-and entity (a dict per node, two dicts per edge, a fresh id string per edge
-end) costs a large share of the index's memory (``docs/scaling.md``). Here each
-edge is two int32s and each unit or entity a few list slots, and the
-:class:`TypedGraph` is made only when someone asks for it
-(``MultiPartiteIndex.graph``: ``graphrag-ext viz``, persistence).
-
-Rows follow the index's vector tables: unit row ``i`` is row ``i`` of the unit
-table, and likewise for entities and chunks. Like the tables, a
-:class:`Layers` is never changed in place: inserts and deletes make a new one,
-so a view built from an old one stays consistent.
+Not a :class:`~..core.graph.TypedGraph`: a networkx graph of every unit and entity
+costs a large share of the index's memory (``docs/scaling.md``); here an edge is two
+int32s, and the :class:`TypedGraph` is made only when asked for. Rows follow the
+index's vector tables. A :class:`Layers` is never changed in place: inserts and
+deletes make a new one, so a view built from an old one stays consistent.
 """
 
 from __future__ import annotations
@@ -45,8 +38,8 @@ class Layers:
     Attributes:
         unit_texts: Per unit row, its statement (packed).
         unit_from_llm: Per unit row, whether the LLM wrote it (else it is a sentence).
-        entity_names: Per entity row, the surface form seen first, packed. (The normalised
-            key is not kept: the entity's id, ``entity:<key>``, holds it already.)
+        entity_names: Per entity row, the surface form seen first, packed (the normalised
+            key is in the entity's id, ``entity:<key>``).
         entity_labels: Per entity row, the spaCy label (or ``TITLE``), interned.
         unit_chunk: ``(m, 2)`` int32 ``(unit row, chunk row)`` pairs (E_c), sorted.
         unit_entity: ``(m, 2)`` int32 ``(unit row, entity row)`` pairs (E_e), sorted.
@@ -85,7 +78,6 @@ class Layers:
     ) -> tuple[Layers, np.ndarray, np.ndarray]:
         """Drop chunks, then the units left without a chunk, then the entities left without a unit.
 
-        Shared units and entities stay (module docs of :mod:`.index`, "Deletion").
         Rows of what stays are renumbered in order, as the vector tables do.
 
         Returns:
@@ -121,11 +113,8 @@ class Layers:
     def typed_graph(
         self, chunk_ids: Sequence[str], unit_ids: Sequence[str], entity_ids: Sequence[str]
     ) -> TypedGraph:
-        """The graph as a :class:`TypedGraph` (what ``graphrag-ext viz`` draws and persist writes).
-
-        Unit nodes carry ``text`` and ``source``, entity nodes ``name``, ``key`` and
-        ``label``; edges are ``has_unit`` (chunk-unit) and ``mentions`` (unit-entity).
-        """
+        """The graph as a :class:`TypedGraph` (``graphrag-ext viz``, persistence): unit nodes
+        carry ``text`` and ``source``, entity nodes ``name``, ``key`` and ``label``."""
         graph = TypedGraph()
         graph.add_nodes(chunk_ids, CHUNK)
         sources = [_LLM if llm else _SENTENCE for llm in self.unit_from_llm.tolist()]
@@ -208,16 +197,6 @@ class LayerGrowth:
         self.unit_chunk: list[np.ndarray] = []
         self.unit_entity: list[np.ndarray] = []
 
-    @property
-    def first_unit_row(self) -> int:
-        """The row the first new unit gets."""
-        return self._first_unit
-
-    @property
-    def first_entity_row(self) -> int:
-        """The row the first new entity gets."""
-        return self._first_entity
-
     def add(self, first_chunk_row: int, units_per_chunk: Sequence[Sequence[KnowledgeUnit]]) -> None:
         """Record the units of consecutive chunks, the first of them at ``first_chunk_row``."""
         unit_chunk: list[int] = []
@@ -254,12 +233,8 @@ class LayerGrowth:
         return row
 
     def last_batch(self, units_before: int, entities_before: int) -> GrowthBatch:
-        """What the last :meth:`add` brought: its new units and entities and its edges.
-
-        ``units_before`` / ``entities_before``: the new units and entities counted
-        before that call. Units and entities first met in an earlier batch are old
-        to this one (their vectors were made with that batch).
-        """
+        """What the last :meth:`add` brought, given the new units and entities counted
+        before it: units and entities first met in an earlier batch are old to this one."""
         return GrowthBatch(
             first_unit_row=self._first_unit + units_before,
             unit_texts=self.unit_texts[units_before:],

@@ -1,23 +1,11 @@
 """Exact-word evidence for the LLM-free re-ranker R(q, .) (CUE-RAG §3.3, Alg. 3 lines 13 and 23).
 
-The paper's R(q, .) is a cross-encoder (BGE-Reranker-v2-M3): it reads the
-query and the path's units side by side, so a path that *names* the query's
-entities and words scores above one that is merely about the same topic. The
-offline stand-in scores with embeddings, and an embedding of a short sentence
-does not see names well: for the beam, the units nearest the query in cosine
-are always the best one-unit paths, so Knowledge Anchoring's units (chosen by
-that same cosine) took every beam slot and the paths that Spreading Activation
-opened to the query's other entities were pruned (``docs/methods/cue.md``,
-"Why Knowledge Anchoring hurt").
-
-:class:`Lexicon` adds what a cross-encoder sees and cosine misses: the share
-of the query's content words, weighted by inverse document frequency over the
-units, that a text contains. A path covers a word if any of its units does (or
-names an entity whose name has it: the title entity stands for the pronouns of
-sentence units, as in :mod:`.units`); a chunk covers the words of its units.
-A two-hop path that names both the question's first entity and its bridge
-covers more of the question than either hop alone, which the cosine of a
-normalised sum of unit vectors does not reward.
+The paper's R(q, .) is a cross-encoder: a path that *names* the query's entities
+scores above one merely about the same topic. Embeddings of short sentences do not
+see names well (``docs/methods/cue.md``, "Why Knowledge Anchoring hurt"), so
+:class:`Lexicon` adds the IDF-weighted share of the query's content words a path's
+units (or their entities' names) contain: a two-hop path naming both the first
+entity and the bridge covers more than either hop.
 """
 
 from __future__ import annotations
@@ -44,11 +32,7 @@ def content_words(text: str) -> list[str]:
 class Lexicon:
     """Content words of every unit of a view, with their inverse document frequencies.
 
-    Words are ids into :attr:`vocabulary`; each unit's ids are one compressed
-    row (two flat arrays for the whole table, not a set per unit).
-
-    Args:
-        view: The graph snapshot whose units (and their entities' names) are read.
+    Words are ids into :attr:`vocabulary`; each unit's ids are one CSR row.
     """
 
     def __init__(self, view: CueGraphView) -> None:
@@ -73,13 +57,6 @@ class Lexicon:
         #: ``log(1 + n / df)`` per word id; a word no unit has gets the rarest weight.
         self.idf = np.log1p(n_units / np.maximum(df, 1)).astype(np.float64)
         self.unseen_idf = math.log1p(max(n_units, 1))
-        unit_chunk_rows = view.unit_chunks
-        pairs_u = np.repeat(
-            np.arange(len(unit_chunk_rows), dtype=np.int64), np.diff(unit_chunk_rows.offsets)
-        )
-        self.chunk_offsets, self.chunk_units = csr(
-            np.asarray(unit_chunk_rows.targets, dtype=np.int64), pairs_u, len(view.chunk_ids)
-        )
 
     def query(self, text: str) -> QueryWords:
         """The query's content words, their weights, and a cache of what each unit covers."""
@@ -123,17 +100,6 @@ class QueryWords:
         for i, path in enumerate(paths):
             mask = 0
             for u in path:
-                mask |= self.unit_mask(u)
-            out[i] = self._share(mask)
-        return out
-
-    def chunk_coverage(self, chunk_rows: Sequence[int]) -> np.ndarray:
-        """Per chunk, the weighted share of query words some unit of the chunk contains."""
-        lex = self._lexicon
-        out = np.zeros(len(chunk_rows), dtype=np.float64)
-        for i, c in enumerate(chunk_rows):
-            mask = 0
-            for u in lex.chunk_units[lex.chunk_offsets[c] : lex.chunk_offsets[c + 1]].tolist():
                 mask |= self.unit_mask(u)
             out[i] = self._share(mask)
         return out

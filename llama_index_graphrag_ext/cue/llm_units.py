@@ -1,10 +1,7 @@
 """LLM knowledge units (CUE-RAG §3.2, Algorithm 1 line 8, Fig. 7 prompt).
 
-For each chunk Chunk-Selection picked, the LLM rewrites the chunk into short,
-self-contained, pronoun-resolved statements. A capable LLM is asked for
-:class:`Units` as structured output (JSON schema or a tool call where it
-supports them, else JSON in the reply read tolerantly, whatever wraps it). A
-reply cut by the length limit is never taken as complete.
+Each chunk Chunk-Selection picked is rewritten into short, self-contained,
+pronoun-resolved statements, asked for as structured output (:class:`Units`).
 """
 
 from __future__ import annotations
@@ -60,12 +57,9 @@ async def allm_units(
     """The units of each text, or the exception that ended its calls (in input order).
 
     Args:
-        caller: The extraction LLM's caller (concurrency, retries, cache, usage).
         prompt: The extraction prompt (slot ``passage``).
-        texts: The chosen chunks' texts.
         reply_budget: ``max_tokens`` of one text's reply.
         repair_attempts: Re-asks after an unusable reply.
-        show_progress: Show a progress bar.
     """
 
     async def one(text: str) -> list[str]:

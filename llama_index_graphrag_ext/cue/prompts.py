@@ -1,12 +1,4 @@
-"""Prompts of CUE-RAG, written for this package (the paper's Fig. 7 and Fig. 8 describe them).
-
-* :data:`UNIT_EXTRACTION_PROMPT` (Alg. 1, line 8; Fig. 7): rewrite a chunk into
-  self-contained knowledge units, JSON out.
-* :data:`QUERY_ENTITY_PROMPT` (§3.3, Spreading Activation): the named entities
-  of a question; the paper uses an LLM here but shows no prompt.
-* :data:`CUE_ANSWER_PROMPT` (§4.1, Fig. 8): a short answer from the retrieved
-  chunks, with the question repeated after the context as §4.1 describes.
-"""
+"""Prompts of CUE-RAG, written for this package (the paper's Fig. 7 and Fig. 8 describe them)."""
 
 from __future__ import annotations
 
@@ -43,7 +35,7 @@ Answer:
 """
 
 UNIT_EXTRACTION_PROMPT = PromptTemplate(UNIT_EXTRACTION_TMPL, prompt_type=PromptType.CUSTOM)
-"""Knowledge-unit extraction (variables: ``passage``)."""
+"""Knowledge-unit extraction (Alg. 1, line 8; Fig. 7), JSON out (variables: ``passage``)."""
 
 QUERY_ENTITY_TMPL = """\
 List the named entities (people, places, organisations, works, events, dates) \
@@ -57,7 +49,7 @@ Answer:
 """
 
 QUERY_ENTITY_PROMPT = PromptTemplate(QUERY_ENTITY_TMPL, prompt_type=PromptType.CUSTOM)
-"""Query entity extraction for Spreading Activation (variables: ``query``)."""
+"""Query entities for Spreading Activation (§3.3; the paper shows no prompt; ``query``)."""
 
 CUE_ANSWER_TMPL = """\
 Answer the question from the context below.
@@ -72,4 +64,4 @@ Answer:
 """
 
 CUE_ANSWER_PROMPT = PromptTemplate(CUE_ANSWER_TMPL, prompt_type=PromptType.QUESTION_ANSWER)
-"""Answer generation over the retrieved chunks (variables: ``context_str``, ``query_str``)."""
+"""The answer (§4.1, Fig. 8; the question repeated after the context as §4.1 says)."""

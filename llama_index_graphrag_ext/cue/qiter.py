@@ -1,24 +1,15 @@
 """Q-Iter's search, as pure functions over a :class:`.CueGraphView` (CUE-RAG §3.3).
 
-* :func:`anchor_entities` is Algorithm 4: Spreading Activation (each query
-  entity's top-K entity nodes) plus Knowledge Anchoring (the entities of the
-  top-K units nearest the query).
-* :func:`beam_search` is Algorithm 3, lines 5-18: from each anchor entity,
-  the top-K linked units not yet on the path, ranked against the path's own
-  query vector; the vector drops each unit it takes (query updating,
-  ``phi' = phi - phi(k)``); every candidate path is scored by R(q, sorted units)
-  and the best M of the depth survive; their units' entities anchor the next depth.
+* :func:`anchor_entities` is Algorithm 4: Spreading Activation (each query entity's
+  top-K entity nodes) plus Knowledge Anchoring (the entities of the top-K units).
+* :func:`beam_search` is Algorithm 3, lines 5-18: from each anchor entity, the top-K
+  linked units not yet on the path, ranked against the path's own query vector,
+  which drops each unit it takes (query updating, ``phi' = phi - phi(k)``); paths
+  are scored by R(q, sorted units), the best M survive, and their units' entities
+  anchor the next depth.
 
-Everything is adjacency look-ups and small matrix slices: no loop over the corpus.
-
-Per query, the only products over a whole table are the query against every
-unit (Knowledge Anchoring, in memory) and each query entity against every
-entity (Spreading Activation). Knowledge Anchoring's search keeps the query's
-unit cosines (:attr:`Anchoring.unit_scores`) for the beam search: a state whose
-vector is still the query (every depth-1 state, and every state without query
-updating) reads its scores from them instead of multiplying its units again. Other states are grouped by anchor
-entity, so an entity linked to many units (a "hub": a nationality, a boilerplate
-title) has its unit rows read once per depth rather than once per state.
+States still at the query vector reuse Knowledge Anchoring's unit cosines; the
+others are grouped by anchor entity, so a hub's units are read once per depth.
 """
 
 from __future__ import annotations
@@ -75,8 +66,7 @@ class Anchoring:
         spreading: Per query entity, the entity rows it activated (SA).
         knowledge_units: The top-K unit rows nearest the query (KA).
         unit_scores: The query's cosine with any unit row (``unit_scores[rows]``),
-            as Knowledge Anchoring's search computed it; ``None`` without KA.
-            :func:`beam_search` reads the scores of states still at the query from it.
+            as Knowledge Anchoring computed it; ``None`` without KA.
     """
 
     seeds: list[int] = field(default_factory=list)
@@ -99,22 +89,17 @@ def anchor_entities(
     """Entity-Anchoring (Algorithm 4).
 
     Args:
-        view: The graph snapshot.
-        query_vec: The unit query embedding.
         query_entities: Query entity text -> its unit embedding.
         top_k: K: entity matches per query entity and anchor units.
         entity_search: Top-k over the view's entity rows (the index's
-            ``searcher("entities", ...)``, or ``MatrixSearch(view.entity_matrix)``).
-        unit_search: The same over its unit rows.
-        use_sa: Spreading Activation (lines 3-7).
-        use_ka: Knowledge Anchoring (lines 8-10).
+            ``searcher("entities", ...)``, or ``MatrixSearch(view.entity_matrix)``);
+            ``unit_search`` the same over its unit rows.
+        use_sa: Spreading Activation (lines 3-7); ``use_ka``: Knowledge Anchoring (8-10).
     """
     out = Anchoring()
     seen: dict[int, None] = {}
     if use_sa and query_entities and len(view.entity_ids):
         names = list(query_entities)
-        # In memory, two query entities sharing a vector (two spellings of one
-        # entity node's key) share one scan of the entity table.
         found = entity_search.search_many([query_entities[n] for n in names], top_k)
         for name, hits in zip(names, found, strict=True):
             out.spreading[name] = [int(j) for j in hits.rows]
@@ -137,21 +122,18 @@ def _state_scores(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per state: the units of its entity not yet on its path, and their scores (Alg. 3 line 9).
 
-    The score of unit ``k`` in state ``(v, phi, path)`` is ``phi(k) . phi``, as in
-    the paper; only where it is computed changes (see the module docs).
+    The score of unit ``k`` in state ``(v, phi, path)`` is ``phi(k) . phi``, as in the paper.
     """
     units = view.unit_matrix
     scored: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(states)
     by_entity: dict[int, list[int]] = {}
     for i, (v, phi, _, _) in enumerate(states):
         if unit_scores is not None and phi is query_vec:
-            # the state's vector is still the query: its scores are already known
             linked = view.entity_units[v]
             scored[i] = (linked, unit_scores[linked])
         else:
             by_entity.setdefault(v, []).append(i)
     for v, members in by_entity.items():
-        # several paths may have reached this entity: one pass over its units for all
         linked = view.entity_units[v]
         product = products(units, [states[i][1] for i in members], linked)
         for row, i in zip(product, members, strict=True):
@@ -183,18 +165,14 @@ def beam_search(
     """The iterative retrieval of Algorithm 3 (lines 5-18).
 
     Args:
-        view: The graph snapshot.
-        query: The query text (the re-ranker's input).
-        query_vec: Its unit embedding, the initial vector of every state.
+        query_vec: The unit query embedding, every state's initial vector.
         seeds: Anchor entity rows (``V_q^(0)``).
         scorer: R(q, .).
         top_k: K: units expanded per state.
         depth: D: search depth.
         beam: M: paths kept per depth (across all states).
         use_qu: Query updating; without it every state keeps ``phi(q)``.
-        unit_scores: The query's cosines with the units if the caller has them
-            (:attr:`Anchoring.unit_scores`): states whose vector is the query
-            read their scores from it.
+        unit_scores: :attr:`Anchoring.unit_scores`, if the caller has them.
 
     Returns:
         The paths kept at each depth (``C*`` split by depth), best first.

@@ -55,10 +55,7 @@ class QueryEntities(BaseModel):
 class _ChunkTexts(Sequence[str]):
     """The candidate chunks' texts, fetched from the docstore only if a scorer reads them.
 
-    Every unit on a kept path brings all its chunks as candidates, and a shared
-    unit can sit in many chunks, so there are several times N candidates.
-    The default embedding scorer never reads their texts: fetching (and
-    deserialising) only the chunks returned saves that work per query.
+    There are several times N candidates, and the default embedding scorer reads none.
     """
 
     def __init__(self, index: Any, cids: list[str]) -> None:
@@ -98,11 +95,9 @@ class QIterRetriever(BaseRetriever):
         reranker: R(q, .): any LlamaIndex reranking postprocessor or a
             :class:`.QIterScorer`, instead of the embedding scorer (:mod:`.scoring`;
             ``lexical_weight`` and ``long_chunks`` are the embedding scorer's).
-        llm: LLM for the query entities; without one, the index's (the suite's rule).
-            With ``query_entities="llm"`` it is picked once, here; one that cannot
-            write JSON (the embedded SmolLM2), or none, makes the step spaCy's with
-            a warning, and a query whose reply fails gets spaCy's entities (counted
-            in :attr:`llm_steps`; an error with ``on_llm_failure="raise"``).
+        llm: LLM for the query entities (default: the index's), picked once, here. One
+            that cannot write JSON, or none, makes the step spaCy's with a warning; a
+            query whose reply fails gets spaCy's entities (counted in :attr:`llm_steps`).
         callback_manager: LlamaIndex callbacks; falls back to ``Settings``.
         **overrides: Retrieval and LLM fields of the config by name (``M=8``,
             ``use_sa=False``, ``query_entities="llm"``).
@@ -145,7 +140,7 @@ class QIterRetriever(BaseRetriever):
         self._caller: LLMCaller | None = None
         #: ``"llm"`` or ``"spacy"``: where this retriever's query entities come from.
         self.query_entities = params.query_entities
-        if self.query_entities != "spacy":  # resolved once, here, never per query
+        if self.query_entities != "spacy":  # resolved once, never per query
             self._plan_query_entities(llm, index)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -157,7 +152,7 @@ class QIterRetriever(BaseRetriever):
     def _plan_query_entities(self, llm: LLM | None, index: Any) -> None:
         choice = choose_llm(llm) if llm is not None else None
         if self.query_entities == "auto":
-            # The rule of earlier releases: the LLM's entities where it wrote the units.
+            # The LLM's entities where it wrote the units and writes JSON.
             if index.config.graph.alpha > 0:
                 choice = choice or index.llm_choice
                 if writes_json(choice.llm):
@@ -291,7 +286,6 @@ class QIterRetriever(BaseRetriever):
             depth=self.params.D,
             beam=self.params.M,
             use_qu=self.params.use_qu,
-            # Knowledge Anchoring's cosines: no second product over the units
             unit_scores=anchoring.unit_scores,
         )
         return self._rank_chunks(query, query_vec, view, anchoring, kept)
@@ -304,7 +298,7 @@ class QIterRetriever(BaseRetriever):
         anchoring: Anchoring,
         kept: list[list[PathCandidate]],
     ) -> list[NodeWithScore]:
-        # Alg. 3 lines 20-23: chunks of every unit on every kept path, re-ranked.
+        # Alg. 3 lines 20-23: the chunks of every unit on every kept path, re-ranked.
         paths_of: dict[int, list[PathCandidate]] = {}  # chunk row -> kept paths citing it
         for level in kept:
             for path in level:
@@ -387,6 +381,5 @@ class QIterRetriever(BaseRetriever):
         return self._search(query, query_vec, entity_vecs, view)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        # Embedding, NER, the beam search and reranking are CPU work (and the
-        # entity LLM call runs on the suite's loop): all off the caller's loop.
+        # CPU work (the entity LLM call runs on the suite's loop): off the caller's loop.
         return await asyncio.to_thread(self._retrieve, query_bundle)

@@ -1,20 +1,10 @@
 """The re-ranking function R(q, text) of Q-Iter (CUE-RAG §3.3, Alg. 3 lines 13 and 23).
 
-The paper scores each path's sorted, concatenated units and, at the end, each
-candidate chunk with a cross-encoder (BGE-Reranker-v2-M3). Two scorers:
-
-* :class:`EmbeddingScorer` (the default, and what runs offline): cosine of the
-  query with the index's own vectors. A path's vector is the normalised sum of
-  its unit vectors (a cheap stand-in for embedding the concatenation, which
-  would cost an encoder pass per path); a chunk's vector is its embedding.
-  With ``lexical_weight > 0`` it adds to a path's score that weight times the
-  IDF-weighted share of the query's content words its units contain
-  (:mod:`.lexical`): the exact-name evidence a cross-encoder reads and a
-  sentence embedding misses.
-  No cross-encoder ships offline, so this is weaker than the paper's set-up.
-* :class:`RerankerScorer`: any LlamaIndex reranking postprocessor
-  (``SentenceTransformerRerank``, ``FlagEmbeddingReranker``, ...), called once per
-  depth with every candidate path as a temporary node, as the paper does.
+The paper scores each path's sorted, concatenated units, and at the end each chunk,
+with a cross-encoder (BGE-Reranker-v2-M3). :class:`RerankerScorer` does that with any
+LlamaIndex reranking postprocessor; :class:`EmbeddingScorer`, the offline default, uses
+the index's vectors (a path's is the normalised sum of its units', which costs no
+encoder pass per path) plus, with ``lexical_weight``, exact-word coverage (:mod:`.lexical`).
 """
 
 from __future__ import annotations
@@ -64,13 +54,8 @@ class QIterScorer(Protocol):
 class EmbeddingScorer:
     """Cosine scorer on the index's embeddings, plus exact-word coverage (see the module docs).
 
-    Args:
-        lexical_weight: Weight of the query-word coverage added to a path's
-            cosine (0: cosine alone). The coverage is in ``[0, 1]``. Chunks are
-            scored by cosine alone.
-        long_chunks: How a chunk longer than the embedder's window is scored:
-            ``"best-window"`` (the cosine of its best window, where the index
-            keeps its windows) or ``"pooled"`` (its one pooled vector's).
+    ``lexical_weight`` (paths only) and ``long_chunks`` are the config's fields (see
+    :class:`~.config.CUEConfig`).
     """
 
     # Class defaults, so a subclass that skips ``__init__`` scores by cosine alone.
@@ -132,14 +117,13 @@ class EmbeddingScorer:
     def score_chunks(self, query, query_vec, view, chunk_rows, texts):
         if len(chunk_rows) == 0:
             return np.zeros(0, dtype=np.float32)
-        # Cosine alone: a chunk's word coverage favours the first-hop passage
-        # dense retrieval already ranks first (measured: docs/methods/cue.md).
+        # Cosine alone: word coverage favours the first-hop passage (docs/methods/cue.md).
         scores = view.chunk_matrix[list(chunk_rows)] @ query_vec
         windows = view.chunk_windows
         if windows is None or self.long_chunks == "pooled":
             return scores
-        # A long chunk by its best window: its pooled vector averages away whatever
-        # part of it the paths led here for (core/windows.py, docs/methods/cue.md).
+        # A long chunk by its best window: its pooled vector averages away the part
+        # the paths led here for (core/windows.py).
         return windows.best(scores, chunk_rows, query_vec)
 
 
@@ -158,7 +142,6 @@ class RerankerScorer:
         self.name = type(reranker).__name__
 
     def _score(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        # Every candidate needs a score: the reranker is asked for all of them.
         return rerank_scores(self.reranker, query, texts)
 
     def score_paths(self, query, query_vec, view, paths):

@@ -1,22 +1,14 @@
 """Chunk-Selection (CUE-RAG Algorithm 2): chunk values, token weights, 0-1 knapsack.
 
-Each chunk ``t_i`` gets a weight ``w_i`` (its LLM token count) and a value ``v_i``
-(how much the rest of the corpus resembles it: BLEU, cosine, or random, the
-three strategies of §4.3). The chunks sent to the LLM are the set maximising
-``sum v_i`` subject to ``sum w_i <= ceil(alpha * sum w)`` (Alg. 2, lines 8-9).
+Chunk ``t_i`` has a weight ``w_i`` (its token count) and a value ``v_i`` (how much the
+rest of the corpus resembles it: BLEU, cosine or random, §4.3); the LLM gets the set
+maximising ``sum v_i`` subject to ``sum w_i <= ceil(alpha * sum w)`` (Alg. 2, lines 8-9).
 
-The solver (the paper only cites Sahni 1975) is a dynamic programme over
-capacities, vectorised with numpy, one row of "take" bits per item for the
-backtrack. An exact table over raw token counts is ``n x W`` cells, too big for a
-real corpus (thousands of chunks x hundreds of thousands of tokens), so weights are rounded
-**up** to a granularity ``g`` chosen to keep the table under ``max_cells``:
-
-* the answer is always feasible: rounded weights only over-count;
-* with ``g = 1`` it is the exact optimum;
-* otherwise its value is at least the exact optimum under a budget reduced by
-  ``(g - 1)`` tokens per chosen chunk (any such set also fits after rounding);
-* leftover capacity (measured in real tokens) is then filled greedily by value
-  per token, which can only add value.
+The solver (the paper cites Sahni 1975) is a numpy dynamic programme over capacities.
+Weights are rounded **up** to a granularity ``g`` that keeps the table under
+``max_cells``: the answer is always feasible; with ``g = 1`` it is the optimum, else at
+least the optimum under a budget reduced by ``g - 1`` tokens per chosen chunk; the
+leftover capacity is then filled greedily by value per token.
 """
 
 from __future__ import annotations
@@ -71,15 +63,9 @@ def knapsack(
     """Solve a 0-1 knapsack by (weight-rounded) dynamic programming.
 
     Args:
-        weights: Non-negative integer weights.
         values: Item values (negative values are never worth taking).
-        capacity: The budget (non-negative integer).
-        max_cells: Largest ``items x capacity`` table to build; the weights are
-            rounded up to a coarser granularity above it (see the module docs
-            for the guarantee).
-
-    Returns:
-        The chosen items, their value and weight, and the granularity used.
+        max_cells: Largest ``items x capacity`` table to build; above it the weights
+            are rounded up (see the module docs for the guarantee).
 
     Raises:
         ValueError: Mismatched lengths, negative weights or capacity, or
@@ -129,7 +115,7 @@ def knapsack(
                 chosen.append(int(items[j]))
                 c -= int(rw[j])
     used = int(w[chosen].sum()) if chosen else 0
-    # Greedy fill of what rounding left over, by value per token.
+    # Greedy fill of what rounding left over.
     taken = set(chosen)
     rest = [int(i) for i in items if int(i) not in taken]
     rest.sort(key=lambda i: (-v[i] / w[i], i))
@@ -146,19 +132,11 @@ def knapsack(
 
 
 def bleu_values(texts: Sequence[str], max_n: int = 4) -> np.ndarray:
-    """Leave-one-out BLEU of every text against all the others (Alg. 2, line 6).
+    """Leave-one-out BLEU (BLEU+1 smoothing, up to ``max_n``-grams) of every text against
+    all the others (Alg. 2, line 6), one value in ``[0, 1]`` each.
 
-    Texts are tokenised with :func:`~llama_index_graphrag_ext.core.text.tokenize`
-    (casefolded, stop words kept) and scored by
-    :class:`~llama_index_graphrag_ext.core.text.CorpusNgramIndex` with BLEU+1
-    smoothing, in one pass over the corpus's n-grams instead of ``n^2`` comparisons.
-
-    Args:
-        texts: The chunk texts.
-        max_n: The longest n-gram order.
-
-    Returns:
-        A float64 array, one value in ``[0, 1]`` per text.
+    One pass over the corpus's n-grams
+    (:class:`~llama_index_graphrag_ext.core.text.CorpusNgramIndex`), not ``n^2`` pairs.
     """
     if len(texts) == 0:
         return np.zeros(0)
@@ -169,14 +147,8 @@ def bleu_values(texts: Sequence[str], max_n: int = 4) -> np.ndarray:
 def cosine_values(matrix: np.ndarray) -> np.ndarray:
     """Mean cosine similarity of each row to every other row (the COS strategy, §4.3).
 
-    With unit rows, ``sum_j e_i . e_j = e_i . sum_j e_j``, so this is one
-    matrix-vector product instead of ``n^2`` pairs.
-
-    Args:
-        matrix: ``(n, d)`` unit rows.
-
-    Returns:
-        A float64 array of length ``n`` (zeros when ``n < 2``).
+    With unit rows, ``sum_j e_i . e_j = e_i . sum_j e_j``: one matrix-vector product.
+    Zeros when ``n < 2``.
     """
     n = matrix.shape[0]
     if n < 2:

@@ -1,12 +1,8 @@
 """Knowledge units and their entities (CUE-RAG §3.2, Algorithm 1 lines 6-14).
 
-A knowledge unit is one statement of a chunk: written by the LLM for the chunks
-Chunk-Selection picked (line 8, :mod:`.llm_units`), a sentence of the chunk for
-the rest (line 10). spaCy NER then finds each unit's entities (lines 12-14).
-:func:`build_units` does all but the LLM's part, in one spaCy pass per batch.
-
-Units are content-addressed (:func:`unit_id`): the same statement in two
-chunks is one unit node with two chunk edges (the paper leaves the merge open).
+A unit is a statement the LLM wrote (line 8, :mod:`.llm_units`) or a sentence of the
+chunk (line 10); spaCy NER finds its entities (lines 12-14). Units are
+content-addressed (:func:`unit_id`; the paper leaves the merge open).
 """
 
 from __future__ import annotations
@@ -90,26 +86,20 @@ def build_units(
     """The units of each chunk: the LLM's where it wrote them, else its sentences; then NER.
 
     Args:
-        nodes: Chunk nodes (their titles become entities when ``title_entity``).
-        texts: Their texts, aligned with ``nodes``.
+        texts: The chunks' texts, aligned with ``nodes``.
         llm_units: The LLM's statements by chunk position (Alg. 1, line 8).
-        spacy_model: spaCy pipeline for sentences and NER (None: default chain).
-        entity_labels: spaCy entity labels kept (None keeps all).
-        min_unit_chars: Shorter units are dropped.
-        title_entity: Link the chunk's title to each of its units as an entity.
-        title_key: Metadata key of a chunk's title.
         pool: Worker processes of the same pipeline for the sentence path (None: here).
-        sentences: How chunks are split into sentence units: ``"rule"``
-            (punctuation rules, as the paper's NLTK ``sent_tokenize``; spaCy runs
-            NER only) or ``"model"`` (spaCy's parser).
-        analyses: The sentence path's analyses, already made (by a `ParsePool`
-            that parsed ahead), one per chunk not in ``llm_units``, in order.
+        sentences: ``"rule"`` (punctuation rules, as the paper's NLTK
+            ``sent_tokenize``) or ``"model"`` (spaCy's parser).
+        analyses: The sentence path's analyses if already made (parsed ahead), one
+            per chunk not in ``llm_units``, in order.
+
+    The other settings are the config's fields (see :class:`~.config.CUEConfig`).
     """
     nlp = load_spacy(spacy_model)
     labels = None if entity_labels is None else set(entity_labels)
     out: list[list[KnowledgeUnit]] = [[] for _ in texts]
-    # NLP path (Alg. 1, line 10): sentences and their entities in one spaCy pass
-    # (the paper splits with NLTK's rule-based sent_tokenize, §4.1).
+    # Alg. 1, line 10: sentences and their entities in one spaCy pass.
     sentence_idx = [i for i in range(len(texts)) if i not in llm_units]
     if analyses is None:
         analyses = analyze_batch(

@@ -1,25 +1,11 @@
 """The chunk, knowledge-unit and entity vectors of an insert (CUE-RAG §3.2, Alg. 1 line 15).
 
-The paper embeds chunks, units and entity names with the same encoder, each
-text on its own (``separate``). ``unit_vectors`` and ``entity_vectors`` can
-instead be ``late`` (ours): the chunks are read once, and a sentence unit's
-vector is the mean of its word pieces in its chunk's forward pass, an entity's
-the mean of its first mention's (:mod:`~..core.late_chunking`); the mean of all
-of a chunk's pieces is its chunk vector, so the chunks cost no second pass.
-
-* A unit is pooled in the first chunk it was found in, an entity in the chunk
-  of the first unit that mentions it (in that unit's sentence when it is there).
-* A chunk longer than the embedder's window is read window by window (the
-  pooling wrapper's windows; ``late_chunks_windowed``), so its later units are
-  pooled too.
-* What is not a span of its chunk (an LLM-written statement, a name spelled
-  otherwise), or lies past the window of an embedder that does not pool, is
-  embedded on its own and counted (``late_spans_alone``).
-* Query entities are always embedded on their own; on both dev sets one-pass
-  entity vectors matched them as well as separate ones (docs/methods/cue.md).
-* A chunk longer than the window also keeps its windows' vectors, so the final
-  ranking can score it by its best window (:mod:`~..core.windows`): from the
-  one pass when there is one, else by embedding its windows.
+The paper embeds each text on its own (``separate``). With ``late`` (ours) the chunks
+are read once and a unit's or entity's vector is the mean of its word pieces in that
+pass (:mod:`~..core.late_chunking`): a unit in the first chunk it was found in, an
+entity at its first mention. What is not a span of its chunk (an LLM-written
+statement) is embedded on its own (``late_spans_alone``). Long chunks also keep their
+windows' vectors (:mod:`~..core.windows`).
 """
 
 from __future__ import annotations
@@ -35,7 +21,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from ..core.embeddings import embed_texts
 from ..core.late_chunking import LateChunkingUnavailable, embed_spans
 from ..core.windows import embed_with_windows
-from .layers import LayerGrowth
+from .layers import GrowthBatch
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +29,7 @@ logger = logging.getLogger(__name__)
 def index_vectors(
     embed_model: BaseEmbedding,
     chunk_texts: Sequence[str],
-    growth: LayerGrowth,
+    growth: GrowthBatch,
     first_chunk_row: int,
     *,
     units: str = "separate",
@@ -53,13 +39,11 @@ def index_vectors(
 ) -> tuple[
     np.ndarray, np.ndarray | None, np.ndarray | None, list[np.ndarray | None], dict[str, Any]
 ]:
-    """The chunks' vectors, the new units' and the new entities' (in ``growth`` order).
+    """``(chunk_vectors, unit_vectors, entity_vectors, chunk_windows, stats)`` of a batch.
 
-    Returns ``(chunk_vectors, unit_vectors, entity_vectors, chunk_windows, stats)``
-    (None where the insert adds no unit or entity; per chunk, its windows' vectors
-    or None for a chunk within the window); the stats count what could not be pooled.
-    An embedder without word pieces embeds everything separately (warned,
-    ``late_unavailable``), or raises with ``on_unavailable="raise"``.
+    Units and entities in ``growth`` order (None where there is none); per chunk, its
+    windows' vectors or None. An embedder without word pieces embeds everything
+    separately (warned, ``late_unavailable``), or raises with ``on_unavailable="raise"``.
     """
     for name, mode in (("unit_vectors", units), ("entity_vectors", entities)):
         if mode not in ("separate", "late"):
@@ -112,7 +96,7 @@ def index_vectors(
 def _late(
     embed_model: BaseEmbedding,
     chunk_texts: Sequence[str],
-    growth: LayerGrowth,
+    growth: GrowthBatch,
     first_chunk_row: int,
     late_units: bool,
     late_entities: bool,
@@ -133,7 +117,7 @@ def _late(
         fallback[chunk].append(text)
         return chunk, len(spans[chunk]) - 1
 
-    # Units in their first chunk, in order (the search resumes where the last one ended).
+    # Units in their first chunk, in order (each search resumes where the last ended).
     cursors = [0] * len(chunk_texts)
     where: list[tuple[int, int] | None] = []
     unit_slots = []
@@ -147,13 +131,12 @@ def _late(
             unit_slots.append(add(chunk, found, text))
     entity_slots = []
     if late_entities:
-        # An entity is pooled where its first mentioning unit sits, else anywhere in that chunk.
+        # An entity is pooled in its first mentioning unit made here (one of an earlier
+        # batch has no chunk here), else anywhere in that unit's chunk.
         first_entity = growth.first_entity_row
         mention: dict[int, int] = {}
         for pairs in growth.unit_entity:
             for unit_row, entity_row in pairs.tolist():
-                # Its first mention in a unit made here (a unit of an earlier batch or
-                # insert has no chunk here to pool from).
                 if unit_row - first_unit in home:
                     mention.setdefault(entity_row - first_entity, unit_row - first_unit)
         for position, name in enumerate(growth.entity_names):
@@ -188,13 +171,12 @@ def _late(
 
 
 def _find(text: str, unit: str, start: int) -> tuple[int, int] | None:
-    """Where ``unit`` occurs in ``text``: verbatim from ``start`` (units come in their
-    chunk's order), else verbatim anywhere, else with any whitespace between its words."""
+    """Where ``unit`` occurs in ``text``: verbatim from ``start``, else anywhere, else with
+    any whitespace between its words."""
     words = unit.split()
     if not words:
         return None
-    # A plain search first: compiling a pattern per unit and name is slow, and nearly
-    # every unit and name is a verbatim substring.
+    # A plain search first: nearly every unit is a verbatim substring.
     at = text.find(unit, start)
     if at < 0:
         at = text.find(unit)

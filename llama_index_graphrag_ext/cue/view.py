@@ -1,14 +1,8 @@
 """An immutable, array-backed snapshot of the multi-partite graph, for fast retrieval.
 
-Q-Iter (Alg. 3 and 4) only needs: unit and entity vectors, the units of each
-entity (line 9), the entities of each unit (line 14) and the chunks of each
-unit (line 22). The index builds this view once after each change; retrievers
-read whichever view is current, so queries never see a half-applied update and
-need no lock.
-
-The three adjacencies are :class:`Adjacency` objects (compressed sparse rows):
-two flat int arrays instead of one small numpy array (about 100 bytes of object
-each) or tuple per row, whose headers would outweigh the edges many times.
+Q-Iter (Alg. 3 and 4) needs the unit and entity vectors, the units of each entity
+(line 9), the entities of each unit (line 14) and the chunks of each unit (line 22).
+The index builds a view after each change; queries read the current one, lock-free.
 """
 
 from __future__ import annotations
@@ -35,10 +29,8 @@ def entity_key(node_id: str) -> str:
 
 
 class Adjacency(Sequence[np.ndarray]):
-    """Per row, its neighbour rows as a sorted ``int32`` array (CSR storage).
-
-    ``adjacency[i]`` is a read-only slice of one shared array, so reading a row
-    copies nothing.
+    """Per row, its neighbour rows as a sorted ``int32`` array (CSR storage: two flat arrays,
+    not an object per row). ``adjacency[i]`` is a read-only slice; nothing is copied.
 
     Attributes:
         offsets: ``(n + 1,)`` int64: row ``i``'s neighbours are
@@ -54,7 +46,7 @@ class Adjacency(Sequence[np.ndarray]):
 
     @classmethod
     def from_pairs(cls, sources: np.ndarray, targets: np.ndarray, n: int) -> Adjacency:
-        """Group ``targets`` by ``sources`` into ``n`` sorted rows (one sort, no Python scan)."""
+        """Group ``targets`` by ``sources`` into ``n`` sorted rows."""
         offsets, grouped = csr(sources, np.asarray(targets, dtype=np.int64), n, dtype=np.int32)
         grouped.flags.writeable = False
         return cls(offsets, grouped)
@@ -95,15 +87,13 @@ class CueGraphView:
         entity_matrix: ``(n_entities, d)`` unit-norm entity embeddings.
         entity_units: Per entity row, the unit rows it is linked to (E_e).
         unit_entities: Per unit row, the entity rows linked to it (E_e).
-        unit_chunks: Per unit row, the rows of the chunks containing it (E_c),
-            in chunk insertion order.
+        unit_chunks: Per unit row, the rows of the chunks containing it (E_c).
         chunk_ids: Chunk ids; row ``c`` of ``chunk_matrix``.
         chunk_matrix: ``(n_chunks, d)`` unit-norm chunk embeddings.
         entity_row: Entity node id to entity row (see :meth:`entity_of`).
         max_entity_words: Longest entity key in words (bounds the query n-grams
             matched against the entity vocabulary).
-        chunk_windows: The windows of the chunks longer than the embedder's
-            window (None: no such chunk, or an index persisted without them).
+        chunk_windows: The windows of the chunks longer than the embedder's window.
     """
 
     unit_ids: Sequence[str]
@@ -163,7 +153,6 @@ def view_from_pairs(
         unit_chunks=Adjacency.from_pairs(unit_chunk[:, 0], unit_chunk[:, 1], n_units),
         chunk_ids=chunk_ids,
         chunk_matrix=chunk_matrix,
-        # keyed by the ids the tables hold already: no second string per entity
         entity_row={e: j for j, e in enumerate(entity_ids)},
         max_entity_words=max((e.count(" ") + 1 for e in entity_ids), default=0),
         chunk_windows=chunk_windows,
@@ -182,10 +171,8 @@ def build_view(
     chunk_ids: list[str],
     chunk_matrix: np.ndarray,
 ) -> CueGraphView:
-    """Assemble a view from row-aligned lists, (unit row, entity row) edges and chunk ids per unit.
-
-    A unit's chunks are listed in chunk row order in the view, whatever their order here.
-    """
+    """Assemble a view from row-aligned lists, (unit row, entity row) edges and chunk ids per
+    unit (a unit's chunks end up in chunk row order)."""
     chunk_row = {c: i for i, c in enumerate(chunk_ids)}
     unit_chunk = [(u, chunk_row[c]) for u, cids in enumerate(unit_chunks) for c in cids]
     return view_from_pairs(

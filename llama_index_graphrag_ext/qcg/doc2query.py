@@ -1,10 +1,6 @@
-"""Extended Doc2Query (paper §3.3 step 1): LLM question-answer pairs per chunk.
+"""Extended Doc2Query (paper §3.3 step 1, Prompt C.1): ``M`` LLM question-answer pairs per chunk.
 
-For each chunk an LLM writes ``M`` question-answer pairs grounded in it (paper:
-``M = 20``, Prompt C.1); the pairs are then filtered by extended Doc2Query--
-(§3.3 step 2, :func:`~.filtering.doc2query_minus`). A chunk whose pairs cannot
-be had gets its sentence nodes (:mod:`.sentence_nodes`, the paper's LLM-free
-ablation), counted and logged.
+The pairs are then filtered by Doc2Query-- (§3.3 step 2, :func:`~.filtering.doc2query_minus`).
 """
 
 from __future__ import annotations
@@ -52,28 +48,14 @@ STEP = "doc2query"
 class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
     """Extended Doc2Query + Doc2Query-- (paper §3.3): LLM question-answer pairs per chunk.
 
-    For each chunk the LLM writes ``num_pairs`` pairs grounded in it (one call
-    per chunk, concurrent, cached, retried; see :class:`~..core.llm.LLMCaller`).
-    A capable LLM is asked for :class:`~.parsing.QAPairs` as structured output
-    (JSON schema or a tool call where it supports them, else JSON in the reply,
-    read tolerantly); the embedded SmolLM2 writes ``Q: ... A: ...`` lines. An
-    unusable reply is asked again ``repair_attempts`` times. A chunk whose
-    pairs cannot be had gets its sentence nodes (the paper's LLM-free
-    ablation): a WARNING counts such chunks, and so do :attr:`stats` and
-    :attr:`llm_steps`; with ``on_llm_failure="raise"`` it is an error.
+    One call per chunk (concurrent, cached, retried). A capable LLM is asked for
+    :class:`~.parsing.QAPairs` as structured output; the embedded SmolLM2 writes
+    ``Q: ... A: ...`` lines. A chunk whose pairs cannot be had gets its sentence
+    nodes (counted in :attr:`llm_steps`; an error with ``on_llm_failure="raise"``).
 
-    Args:
-        llm: The generator; without one the suite's rule picks it once
-            (``Settings.llm``, the environment, the embedded SmolLM2).
-        embed_model: Embedder for the Doc2Query-- filter; falls back to ``Settings``.
-        num_pairs: ``M``, pairs requested per chunk (paper: 20).
-        alpha: Fraction of each chunk's pairs kept by cosine to the chunk (paper: 0.8).
-        output_format: ``json`` (the paper's), ``lines`` (``Q: .. A: ..``) or
-            ``auto`` (``lines`` for the embedded SmolLM2, else ``json``).
-        max_chunk_chars: Longer chunks are cut before prompting (small context windows).
-        repair_attempts: Re-asks after an unusable reply.
-        max_concurrency, max_attempts, timeout, cache_path, on_llm_failure: See
-            :class:`~..core.llm.LLMSettings`.
+    ``num_pairs`` and ``alpha`` are the config's ``M`` and ``alpha`` (see
+    :class:`~.config.QCGConfig`); the call settings are :class:`~..core.llm.LLMSettings`'.
+    Without ``llm`` the suite's rule picks one once.
     """
 
     llm: LLM | None = Field(default=None, description="Generator LLM (the suite's rule when None).")
@@ -103,7 +85,6 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
     def class_name(cls) -> str:
         return "Doc2QueryGenerator"
 
-    # -- prompts (PromptMixin)
     def _get_prompts(self) -> PromptDictType:
         return {"doc2query_prompt": self.prompt, "doc2query_lines_prompt": self.lines_prompt}
 
@@ -116,17 +97,14 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
     def _get_prompt_modules(self) -> PromptMixinType:
         return {}
 
-    # -- the LLM, picked once
     @property
     def llm_steps(self) -> LLMSteps:
         """Which LLM and tier the step used, items and fallbacks (see :mod:`~..core.llm.steps`)."""
         return self._steps
 
     def attach_steps(self, steps: LLMSteps, choice: LLMChoice | None = None) -> None:
-        """Record into ``steps`` (an index's ledger) from now on; ``choice``: the index's LLM.
-
-        The index's choice is used only when this generator was given no LLM.
-        """
+        """Record into ``steps`` (an index's ledger); ``choice``, the index's LLM, serves
+        only when this generator was given none."""
         self._steps = steps
         if choice is not None and (self.llm is None or self.llm is choice.llm):
             self._choice = choice
@@ -186,10 +164,8 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
             return dedupe_pairs([(p.query, p.answer) for p in found.pairs])[: self.num_pairs], 0
         current = prompt
         for attempt in range(self.repair_attempts + 1):
-            # Unusable replies stay out of the cache, so a rerun asks again. A
-            # line list still cut after the re-asks with more room (the embedded
-            # SmolLM2's own output ceiling) keeps its complete lines: its last
-            # pair may be cut, so it is dropped and the reply counted as cut.
+            # A reply still cut after the re-asks keeps its complete lines; its
+            # last pair may be cut, so it is dropped.
             reply = await caller.acomplete(
                 current,
                 max_tokens=self.reply_budget(),

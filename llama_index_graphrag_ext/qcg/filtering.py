@@ -1,12 +1,7 @@
 """Extended Doc2Query-- (paper §3.3 step 2): keep the top ``alpha`` of each chunk's pairs.
 
-The pairs of a chunk are embedded as ``query ⊕ answer``
-(:func:`~.query_nodes.node_text`) and ranked by cosine to the chunk (for a chunk
-longer than the embedder's window, to its best window: a pair about its end is
-not judged against the average of all it says); the top ``alpha`` fraction are kept (paper: ``alpha = 0.8`` of ``M = 20``). No LLM is
-involved: :class:`~.doc2query.Doc2QueryGenerator` applies it to the LLM's pairs,
-and :class:`~.sentence_nodes.SentenceQueryGenerator` to sentences when asked
-(``alpha < 1``).
+Pairs are ranked by cosine to the chunk; a chunk longer than the embedder's window is
+compared by its best window, so a pair about its end is not judged against its average.
 """
 
 from __future__ import annotations
@@ -17,11 +12,7 @@ import numpy as np
 
 
 def keep_count(m: int, alpha: float) -> int:
-    """How many of ``m`` pairs the top-``alpha`` filter keeps: ``round(alpha * m)``, at least 1.
-
-    Rounding is half-up (the paper, with ``M=20`` and ``alpha=0.8``, keeps an
-    integer 16; digest §8.13).
-    """
+    """Pairs kept of ``m``: ``round(alpha * m)``, half-up, at least 1 (digest §8.13)."""
     if m <= 0:
         return 0
     return max(1, min(m, math.floor(alpha * m + 0.5)))
@@ -46,6 +37,5 @@ def doc2query_minus(
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
     scores = (pair_vectors @ np.atleast_2d(chunk_vector).T).max(axis=1)
     n_keep = keep_count(len(scores), alpha)
-    # Stable: equal scores keep the earlier pair.
     order = np.argsort(-scores, kind="stable")[:n_keep]
     return np.sort(order), scores.astype(np.float32)

@@ -1,18 +1,13 @@
 """The query layer of the query-centric graph as flat arrays (paper §3.3 step 3).
 
-``QueryLayer`` is an immutable snapshot: the query nodes (``Q_g``), their
-embeddings, their source chunk (``E_inter``) and their ``k`` nearest query
-nodes (``E_intra``, directed as the paper writes ``KNN(q, k)``). Writers build a
-new snapshot and swap it in; readers (retrievers on any thread) take the
-current one and never see a half-updated graph.
+``QueryLayer`` is an immutable snapshot of the query nodes (``Q_g``), their embeddings,
+source chunks (``E_inter``) and ``k`` nearest query nodes (``E_intra``, directed as the
+paper's ``KNN(q, k)``); writers swap in a new one, so readers need no lock.
 
-kNN lists are exact, by cosine, computed with blocked matrix products; ties go
-to the earlier node, so an incrementally maintained graph equals a rebuild
-(:meth:`QueryLayer.added` / :meth:`QueryLayer.without_chunks`). A build too
-large for the quadratic exact search (past :data:`~..core.ann.APPROX_FROM_PAIRS`
-pairs, about 50k query nodes) uses the approximate inverted-file search of
-:mod:`..core.ann` instead, where a rebuild and an incremental update may then
-differ in the few neighbours the approximation misses.
+kNN lists are exact (blocked matrix products, ties to the earlier node), so an
+incrementally maintained layer equals a rebuild. Past
+:data:`~..core.ann.APPROX_FROM_PAIRS` pairs the approximate search of :mod:`..core.ann`
+is used, and the two may differ in the few neighbours it misses.
 """
 
 from __future__ import annotations
@@ -38,15 +33,11 @@ def knn_rows(
     block_size: int = 1024,
     approximate: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """kNN of ``matrix[rows]`` among all rows of ``matrix`` (self excluded).
+    """kNN of ``matrix[rows]`` (unit rows) among all rows of ``matrix`` (self excluded).
 
     Args:
-        matrix: ``(n, d)`` unit rows.
-        rows: The rows whose neighbours are wanted.
-        k: Neighbours per row.
         chunk_codes: When given, rows with the same code (same chunk) are not
-            neighbours of each other (the ``exclude_same_chunk`` option).
-        block_size: Rows per matrix product.
+            neighbours of each other (``exclude_same_chunk``).
         approximate: ``None``: exact unless the search is large (see
             :func:`~..core.ann.use_approximate`); ``True`` / ``False`` force one.
 
@@ -76,12 +67,8 @@ def knn_rows(
 def _approximate_knn_rows(
     matrix: np.ndarray, rows: np.ndarray, k: int, chunk_codes: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`knn_rows` by the inverted-file search: ask for spare neighbours, then mask.
-
-    The self row and (with ``chunk_codes``) the rows of the same chunk are not
-    neighbours; asking for ``k`` plus the largest chunk's row count leaves ``k``
-    after masking them out.
-    """
+    """:func:`knn_rows` by the inverted-file search: ``k`` plus spare neighbours (the self
+    row and the largest chunk's rows), then the masked ones dropped."""
     spare = 1
     if chunk_codes is not None:
         spare += int(min(np.bincount(chunk_codes).max(), 64))
@@ -91,7 +78,7 @@ def _approximate_knn_rows(
     if chunk_codes is not None:
         bad |= chunk_codes[np.maximum(cand, 0)] == chunk_codes[rows][:, None]
     cand_sims = np.where(bad, -np.inf, cand_sims)
-    # Best first, ties to the lower index (as the exact search breaks them).
+    # Ties to the lower index, as the exact search breaks them.
     order = np.lexsort((np.where(bad, np.iinfo(np.int64).max, cand), -cand_sims), axis=1)[:, :k]
     idx = np.take_along_axis(np.where(bad, _NONE, cand), order, axis=1)
     sims = np.take_along_axis(cand_sims, order, axis=1).astype(np.float32)
@@ -141,15 +128,12 @@ class QueryLayer:
         matrix: ``(n, d)`` unit embeddings of the node texts.
         chunk_codes: ``(n,)`` index into ``chunks`` of each node's chunk (``E_inter``).
         chunks: Distinct chunk ids, in first-seen order.
-        knn: ``(n, k)`` neighbour rows (``E_intra``), ``-1`` where missing.
-        knn_sim: ``(n, k)`` their cosines.
-        k: Neighbours per node.
-        exclude_same_chunk: Whether same-chunk nodes were excluded from kNN.
-        chunk_matrix: ``(len(chunks), d)`` unit embeddings of the chunks
-            themselves (used by the ``chunk_weight`` retrieval option).
-        chunk_windows: The windows of chunks longer than the embedder's window,
-            owned by chunk code (``long_chunks="best-window"`` scores such a
-            chunk's own cosine by its best window; ``None``: no long chunk).
+        knn: ``(n, k)`` neighbour rows (``E_intra``), ``-1`` where missing; ``knn_sim``
+            their cosines.
+        chunk_matrix: ``(len(chunks), d)`` unit embeddings of the chunks themselves
+            (``chunk_weight``, ``fill``).
+        chunk_windows: The windows of chunks longer than the embedder's window, owned
+            by chunk code (``long_chunks="best-window"``; ``None``: no long chunk).
     """
 
     pairs: tuple[QueryPair, ...]
@@ -165,7 +149,6 @@ class QueryLayer:
 
     @classmethod
     def empty(cls, k: int, dim: int = 0, exclude_same_chunk: bool = False) -> QueryLayer:
-        """A layer without nodes."""
         return cls(
             (),
             np.zeros((0, dim), np.float32),
@@ -188,7 +171,6 @@ class QueryLayer:
         chunk_vectors: dict[str, np.ndarray] | None = None,
         chunk_windows: dict[str, np.ndarray] | None = None,
     ) -> QueryLayer:
-        """Build from scratch (one blocked kNN pass)."""
         layer = cls.empty(k, matrix.shape[1] if matrix.ndim == 2 else 0, exclude_same_chunk)
         return layer.added(pairs, matrix, chunk_vectors, chunk_windows)
 
@@ -221,10 +203,9 @@ class QueryLayer:
     ) -> QueryLayer:
         """A new layer with ``pairs`` appended.
 
-        New nodes get their kNN over all nodes; existing nodes' lists are merged
-        with the new candidates (only ``old x new`` similarities are computed).
-        ``chunk_vectors`` maps new chunk ids to their embeddings (zeros when absent),
-        ``chunk_windows`` long ones to their windows' unit vectors.
+        Old nodes' lists are merged with the new candidates (only ``old x new``
+        similarities are computed). ``chunk_vectors`` maps new chunk ids to their
+        embeddings (zeros when absent), ``chunk_windows`` long ones to their windows.
         """
         if not len(pairs):
             return self
@@ -244,7 +225,6 @@ class QueryLayer:
         new_idx, new_sim = knn_rows(matrix, new_rows, self.k, mask_codes)
         knn, knn_sim = self.knn, self.knn_sim
         if n_old:
-            # Old rows: the best of their current list and the new nodes.
             block = matrix[:n_old] @ vectors.T
             if mask_codes is not None:
                 block[codes[:n_old][:, None] == new_codes[None, :]] = -np.inf
@@ -277,8 +257,7 @@ class QueryLayer:
     def without_chunks(self, chunk_ids: Sequence[str]) -> QueryLayer:
         """A new layer without the query nodes of ``chunk_ids``.
 
-        Rows that lost a neighbour are recomputed; the others keep their lists
-        (re-indexed), which is exactly what a rebuild would give.
+        Only rows that lost a neighbour are recomputed; the result equals a rebuild.
         """
         drop_chunks = {self.chunks.index(c) for c in chunk_ids if c in self.chunks}
         if not drop_chunks:
@@ -356,7 +335,7 @@ def window_arrays(windows: ChunkWindows | None, dim: int) -> dict[str, np.ndarra
 
 
 def windows_from_arrays(arrays: Mapping[str, np.ndarray]) -> ChunkWindows | None:
-    """The windows :func:`window_arrays` wrote (None: none, or a file from before them)."""
+    """The windows :func:`window_arrays` wrote (None: none, or a file without them)."""
     if "window_owner" not in arrays or not len(arrays["window_owner"]):
         return None
     owner = arrays["window_owner"].astype(np.int64)

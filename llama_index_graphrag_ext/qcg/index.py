@@ -1,15 +1,8 @@
 """``QueryCentricGraphIndex``: chunk nodes, query nodes, E_inter and E_intra (paper §3.3).
 
-The index keeps the chunks in LlamaIndex's docstore (through
-:class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`) and the query layer
-as an immutable :class:`~llama_index_graphrag_ext.qcg.graph.QueryLayer` snapshot
-that writers replace and retrievers read without locks.
-
-Query nodes come from a generator: :class:`~.doc2query.Doc2QueryGenerator` (LLM
-question-answer pairs; the paper) or :class:`~.sentence_nodes.SentenceQueryGenerator`
-(the LLM-free "Sentence Nodes" variant). Chunks that already carry query nodes
-in their metadata (from the generator run inside an ``IngestionPipeline``) are
-used as they are.
+Chunks live in LlamaIndex's docstore, the query layer in an immutable
+:class:`~.graph.QueryLayer` snapshot. Chunks that already carry query nodes in their
+metadata (the generator run in an ``IngestionPipeline``) are used as they are.
 """
 
 from __future__ import annotations
@@ -64,22 +57,17 @@ def make_generator(config: QCGConfig) -> QueryNodeGenerator:
 class QueryCentricGraphIndex(GraphIndexBase):
     """Query-Centric Graph index (QCG-RAG, Wu et al. 2025).
 
-    Two layers: chunk nodes and query nodes. ``E_inter`` links each query node
-    to its source chunk; ``E_intra`` links it to its ``k`` most similar query
-    nodes (exact, blocked matrix products, or past about 50k query nodes the
-    approximate search of :mod:`..core.ann`; directed as in the paper, self
-    excluded, same-chunk neighbours allowed unless ``exclude_same_chunk``).
+    ``E_inter`` links each query node to its chunk; ``E_intra`` to its ``k`` most
+    similar query nodes (directed as in the paper, self excluded, same-chunk
+    neighbours allowed unless ``exclude_same_chunk``).
 
     Args:
         nodes: Chunk nodes (``from_documents`` makes them).
-        config: A :class:`~.config.QCGConfig` or preset name: ``default`` (LLM-free
-            sentence nodes, the measured setting), ``paper`` (the LLM's
-            question-answer pairs, MultiHop-RAG), ``paper-lihuaworld``, ``more-nodes``.
-        generator: A :class:`~.query_nodes.QueryNodeGenerator` object to use
-            instead of the one the config describes.
-        **kwargs: ``embed_model``, ``llm``, ``callback_manager``, ``storage_context``,
-            ``show_progress`` (see :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`),
-            and config fields by name.
+        config: A :class:`~.config.QCGConfig` or preset name.
+        generator: A :class:`~.query_nodes.QueryNodeGenerator` to use instead of the
+            one the config describes.
+        **kwargs: The :class:`~llama_index_graphrag_ext.core.index.GraphIndexBase`
+            arguments (``embed_model``, ``llm``, ...) and config fields by name.
     """
 
     index_kind = "qcg"
@@ -123,11 +111,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
 
     @property
     def graph(self) -> TypedGraph:
-        """The two-layer graph as a :class:`TypedGraph` (for ``viz`` and persistence).
-
-        Node kinds ``chunk`` and ``query``; edge kinds ``member`` (E_inter) and
-        ``knn`` (E_intra, weight = cosine; stored undirected).
-        """
+        """The graph as a :class:`TypedGraph`: nodes ``chunk`` and ``query``, edges ``member``
+        (E_inter) and ``knn`` (E_intra, weight = cosine, stored undirected)."""
         layer = self._layer
         cached = self._graph_cache
         if cached is not None and cached[0] is layer:
@@ -152,19 +137,14 @@ class QueryCentricGraphIndex(GraphIndexBase):
         self._graph_cache = (layer, graph)
         return graph
 
-    def query_nodes(self, chunk_id: str) -> list[QueryPair]:
-        """The query nodes of one chunk."""
-        return [p for p in self._layer.pairs if p.chunk_id == chunk_id]
-
     # ------------------------------------------------------------------ hooks
 
     def _generate(
         self, nodes: Sequence[BaseNode]
     ) -> tuple[list[QueryPair], np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Query nodes, their vectors, and chunk vectors and long chunks' windows for new chunks.
+        """Query nodes, their vectors, and the new chunks' vectors and long chunks' windows.
 
-        Chunks carrying query nodes in their metadata use them; the generator
-        makes the others'. Chunks are embedded once (Doc2Query-- already does).
+        Chunks are embedded once (Doc2Query-- already does).
         """
         given = [n for n in nodes if isinstance(n.metadata.get(QUERY_NODES_KEY), list)]
         todo = [n for n in nodes if not isinstance(n.metadata.get(QUERY_NODES_KEY), list)]
@@ -298,11 +278,8 @@ class QueryCentricGraphIndex(GraphIndexBase):
 def _pooled(
     pairs: Sequence[QueryPair], vectors: np.ndarray, chunk_ids: set[str]
 ) -> dict[str, np.ndarray]:
-    """Chunk vectors as the unit mean of their query nodes' vectors (``chunk_vectors="pooled"``).
-
-    Not in the paper (which embeds the chunk for Doc2Query--): it costs no
-    embedding call, and covers the whole chunk even past the embedder's window.
-    """
+    """Chunk vectors as the unit mean of their query nodes' vectors (``chunk_vectors="pooled"``;
+    ours: no embedding call, and the whole chunk even past the embedder's window)."""
     rows = [i for i, p in enumerate(pairs) if p.chunk_id in chunk_ids]
     if not rows:
         return {}

@@ -1,19 +1,9 @@
 """Question-answer pairs as models write them (paper §3.3, indexing step 1).
 
-:class:`QAPairs` is the structured output asked of capable LLMs (JSON schema
-or a tool call where the model supports them). Replies in text are read by
-:func:`parse_pairs`, which accepts
-
-* JSON in any realistic shape: an array of objects (``query``/``question``/``q``
-  and ``answer``/``a`` keys) or of ``[query, answer]`` lists, wrapped in an
-  object under any key (``{"qa_pairs": [...]}``), keyed by number
-  (``{"1": {...}, "2": {...}}``), fenced, after a preamble, with commentary
-  after it, or slightly broken (``json-repair``; see :mod:`...core.llm.parse`);
-* line formats: ``Q: ... A: ...`` on one line, ``Q:``/``A:`` on consecutive
-  lines, or numbered questions ``1. Who ...? Answer`` split at the question mark.
-
-Reasoning blocks (``<think>``) are ignored. Duplicates (same normalised query)
-are dropped; :func:`normalize_query` says what counts as the same.
+:class:`QAPairs` is the structured output asked of capable LLMs. :func:`parse_pairs`
+reads text replies: JSON in any realistic shape (objects or ``[query, answer]`` lists,
+wrapped, numbered, fenced, slightly broken; see :mod:`...core.llm.parse`), or lines
+(``Q: ... A: ...``, ``Q:``/``A:`` on consecutive lines, ``1. Who ...? Answer``).
 """
 
 from __future__ import annotations
@@ -24,9 +14,6 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, Field, model_validator
 
 from ..core.llm import LLMOutputError, parse_list, strip_reasoning, validate_reply
-
-_QUERY_KEYS = ("query", "question", "q")
-_ANSWER_KEYS = ("answer", "a", "response")
 
 
 class QAPair(BaseModel):
@@ -155,16 +142,10 @@ def _from_lines(text: str) -> list[tuple[str, str]]:
 
 
 def parse_pairs(text: str) -> list[tuple[str, str]]:
-    """Parse generator output into ``(query, answer)`` pairs, duplicates dropped.
+    """Generator output as ``(query, answer)`` pairs, in order, without duplicates.
 
-    Pairs with an empty query are dropped; an empty answer is kept (the node
-    then holds the query alone). Order is preserved.
-
-    Args:
-        text: The raw model output.
-
-    Returns:
-        The pairs; ``[]`` when nothing usable was found.
+    Pairs with an empty query are dropped; an empty answer is kept (the node then
+    holds the query alone). ``[]`` when nothing usable was found.
     """
     text = strip_reasoning(text or "")
     if not text.strip():

@@ -1,12 +1,4 @@
-"""Prompts of QCG-RAG (written for this package; the paper's Appendix C gives the intent).
-
-* :data:`DOC2QUERY_PROMPT`: the extended Doc2Query step (paper §3.3, Prompt C.1):
-  ``num_pairs`` question-answer pairs grounded in one chunk, as a JSON array.
-* :data:`DOC2QUERY_LINES_PROMPT`: the same request in a plain ``Q: ... A: ...``
-  line format, for small local models that cannot keep JSON well-formed.
-* :data:`QCG_ANSWER_PROMPT`: the answer step (paper §3.4 step 4, Prompt C.2),
-  as a LlamaIndex ``text_qa_template`` (``{context_str}``, ``{query_str}``).
-"""
+"""Prompts of QCG-RAG (our wording; the paper's Appendix C gives the intent)."""
 
 from __future__ import annotations
 
@@ -32,7 +24,7 @@ DOC2QUERY_PROMPT = PromptTemplate(
     'Reply with a JSON array only, one object per question: [{"query": "...", '
     '"answer": "..."}, ...]\n'
 )
-"""Extended Doc2Query prompt (JSON output); variables ``num_pairs`` and ``chunk``."""
+"""Extended Doc2Query (§3.3, Prompt C.1), JSON output; variables ``num_pairs`` and ``chunk``."""
 
 DOC2QUERY_LINES_PROMPT = PromptTemplate(
     "Write {num_pairs} questions that this passage answers, each followed by its "
@@ -42,7 +34,7 @@ DOC2QUERY_LINES_PROMPT = PromptTemplate(
     "Use exactly this format, one pair per line:\n"
     "Q: <question> A: <answer>\n"
 )
-"""Extended Doc2Query prompt for small models (line output); same variables."""
+"""The same for small models that cannot keep JSON well-formed (line output)."""
 
 DOC2QUERY_REPAIR_NOTE = (
     "\n\nYour previous reply could not be read as question-answer pairs. Reply "
@@ -60,4 +52,4 @@ QCG_ANSWER_PROMPT = PromptTemplate(
     "Question: {query_str}\n"
     "Answer: "
 )
-"""Answer prompt for :meth:`QueryCentricGraphIndex.as_query_engine`."""
+"""The answer step (§3.4 step 4, Prompt C.2), a ``text_qa_template``."""

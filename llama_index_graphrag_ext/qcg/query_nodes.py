@@ -1,18 +1,9 @@
 """Query nodes: the record, its embedded text, and the generator contract (paper §3.3).
 
-A query node is one question-answer pair generated from a chunk (§3.3 step 1)
-or, in the "Sentence Nodes" ablation (§4.2, Fig. 4), one sentence of it. Its
-embedded text is ``query ⊕ answer`` (:func:`node_text`), the text both the
-Doc2Query-- filter (§3.3 step 2, :mod:`.filtering`) and the query layer's kNN
-graph (§3.3 step 3, :mod:`.graph`) see.
-
-:class:`QueryNodeGenerator` is the LlamaIndex ``TransformComponent`` both
-sources share (:class:`~.doc2query.Doc2QueryGenerator`,
-:class:`~.sentence_nodes.SentenceQueryGenerator`): inside an
-``IngestionPipeline`` it writes the kept nodes into each chunk's metadata under
-:data:`QUERY_NODES_KEY` (excluded from what the embedder and the LLM see), and
-:class:`~llama_index_graphrag_ext.qcg.index.QueryCentricGraphIndex` reuses them
-instead of generating again.
+A query node is a question-answer pair generated from a chunk (§3.3 step 1) or, in
+the "Sentence Nodes" ablation (§4.2, Fig. 4), one of its sentences. Inside an
+``IngestionPipeline`` a :class:`QueryNodeGenerator` writes the kept nodes into each
+chunk's metadata under :data:`QUERY_NODES_KEY`, and the index reuses them.
 """
 
 from __future__ import annotations
@@ -31,7 +22,7 @@ QUERY_NODES_KEY = "qcg_query_nodes"
 NodeFormat = Literal["query+answer", "query", "answer"]
 
 
-@dataclass(frozen=True, slots=True)  # slots: one per query node, a quarter of a million at 64k
+@dataclass(frozen=True, slots=True)  # slots: one object per query node
 class QueryPair:
     """One query node before embedding.
 
@@ -57,7 +48,7 @@ class QueryPair:
         return f"{self.chunk_id}::{'s' if self.kind == 'sentence' else 'q'}{self.index}"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (stored in chunk metadata and in the persisted index)."""
+        """JSON-ready form (chunk metadata, the persisted index)."""
         return {
             "index": self.index,
             "query": self.query,
@@ -82,10 +73,8 @@ class QueryPair:
 def node_text(pair: QueryPair, node_format: str = "query+answer", separator: str = " ") -> str:
     """The text a query node is embedded as (paper §3.3: ``q ⊕ a``).
 
-    The paper leaves the concatenation format open (digest §8.12); we join with
-    ``separator``. ``node_format`` selects the ablation variants of Fig. 4:
-    ``query+answer`` (default), ``query`` or ``answer``. Sentence nodes are
-    always their sentence.
+    The paper leaves the concatenation open (digest §8.12): joined with ``separator``.
+    ``node_format`` selects the Fig. 4 variants (``query+answer``, ``query``, ``answer``).
     """
     if pair.kind == "sentence" or not pair.answer:
         return pair.query
@@ -102,11 +91,8 @@ class GeneratedNodes:
 
     Attributes:
         pairs: The kept query nodes, grouped by chunk in input order.
-        vectors: Their embeddings (``(len(pairs), d)`` unit rows) when the
-            generator computed them (Doc2Query-- needs them), else None.
-        stats: Counts for logs and reports.
-        chunk_vectors: Embeddings of the input chunks, in input order, when the
-            generator computed them (Doc2Query-- does), else None.
+        vectors: Their ``(len(pairs), d)`` unit embeddings, if the generator made them.
+        chunk_vectors: The input chunks' embeddings, if the generator made them.
         chunk_windows: With ``chunk_vectors``, per chunk the unit vectors of the
             windows a long one was pooled from (None: read whole).
     """
@@ -130,7 +116,7 @@ def _exclude_key(node: BaseNode) -> None:
 
 
 class QueryNodeGenerator(TransformComponent):
-    """Base of the two query-node sources; see the module docs."""
+    """Base of the two query-node sources (a ``TransformComponent``; see the module docs)."""
 
     node_format: NodeFormat = Field(
         default="query+answer", description="Node text: query+answer (paper), query or answer."
@@ -150,15 +136,6 @@ class QueryNodeGenerator(TransformComponent):
         """Async :meth:`generate` (default: the sync one)."""
         return self.generate(chunks)
 
-    def config(self) -> dict[str, Any]:
-        """Plain settings (persisted with an index, to rebuild the generator on load)."""
-        data = self.model_dump(
-            exclude={"llm", "embed_model", "callback_manager", "prompt", "lines_prompt"}
-        )
-        data.pop("show_progress", None)
-        data.pop("class_name", None)
-        return data
-
     @staticmethod
     def _annotate(chunks: Sequence[BaseNode], result: GeneratedNodes) -> list[BaseNode]:
         by_chunk: dict[str, list[dict[str, Any]]] = {c.node_id: [] for c in chunks}
@@ -170,7 +147,7 @@ class QueryNodeGenerator(TransformComponent):
         return list(chunks)
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        """Write each chunk's query nodes into its metadata (``IngestionPipeline`` use)."""
+        """Write each chunk's query nodes into its metadata (excluded from embedding and LLM)."""
         return self._annotate(nodes, self.generate(nodes))
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:

@@ -1,32 +1,14 @@
 """``QCGRetriever``: query nodes -> h-hop neighbours -> chunks (paper §3.4 steps 1-3).
 
-1. Score every query node by ``s = cos(q_u, q) + epsilon``; keep those with
-   ``s >= gamma``, at most ``n`` (the ``n`` most similar: the paper leaves the
-   choice open, digest §8.8).
-2. Add their neighbours up to ``h`` hops over ``E_intra`` (no threshold on
-   neighbours, as in the paper's formula).
-3. Group the collected nodes by chunk (``E_inter``) and score each chunk by the
-   **mean** cosine of its collected nodes to the question; return the top ``K``.
-   Ties go to the chunk with more collected nodes, then to the earlier chunk.
+1. Keep the query nodes with ``cos(q_u, q) + epsilon >= gamma``, at most the ``n``
+   most similar (the paper leaves the choice open, digest §8.8).
+2. Add their neighbours up to ``h`` hops over ``E_intra`` (no threshold on neighbours).
+3. Score each chunk by the mean cosine of its collected nodes (``E_inter``); return
+   the top ``K`` (ties: more collected nodes, then the earlier chunk).
 
-The paper returns whatever step 3 collected, which can be far fewer than ``K``
-chunks (a strict ``γ``, or kNN edges that stay inside one chunk). With
-``fill=True`` (not in the paper; off in the paper presets, on in ``sentences``)
-the missing places are filled, after every collected chunk, by the other
-chunks in order of their own cosine to the question; the retriever counts the
-fills in :attr:`QCGRetriever.stats` and marks each filled node's evidence.
-A chunk's own cosine (``chunk_weight``, ``fill``) is, for a chunk longer than
-the embedder's window, its best window's (``long_chunks="best-window"``, the
-default; ``"pooled"`` in the paper presets, where neither option is on).
-
-All of it is array work on the index's current snapshot: one matrix-vector
-product over the query nodes, adjacency lookups for the hops, ``bincount`` for
-the chunk means. Retrieval is safe from several threads at once.
-
-With ``reranker=`` (any LlamaIndex reranking postprocessor, e.g. a BGE
-cross-encoder through ``FlagEmbeddingReranker``; not in the paper) the
-``rerank_candidates`` best chunks of step 3 are re-ranked against the question
-and the reranker is asked for exactly ``K``.
+Step 3 may collect fewer than ``K`` chunks; ``fill=True`` (ours) appends the others
+by their own cosine, counted in :attr:`QCGRetriever.stats`. Array work on the
+index's current snapshot, safe from several threads.
 """
 
 from __future__ import annotations
@@ -59,10 +41,8 @@ class Collected:
     """The outcome of steps 1-3 for one question (what the evidence is made from).
 
     Attributes:
-        rows: Collected query-node rows (``Q*``).
-        cos: Their cosine to the question.
-        hop: Their hop distance (0: retrieved in step 1).
-        via: For expanded nodes, the row they were reached from (``-1`` for hop 0).
+        rows: Collected query-node rows (``Q*``), with their ``cos`` to the question,
+            ``hop`` distance and the row they were reached ``via`` (``-1`` at hop 0).
         chunk_codes: The top chunks, best first (collected ones, then filled ones).
         chunk_scores: Their scores (a filled chunk's is its own cosine).
         chunk_cos: Their own cosine to the question (NaN unless ``chunk_weight > 0``
@@ -88,21 +68,19 @@ def collect(
     params: QCGRetrieval,
     search: RowSearcher,
 ) -> Collected:
-    """Paper §3.4 steps 1-3 on one layer snapshot (pure function, no Python loop over nodes).
+    """Paper §3.4 steps 1-3 on one layer snapshot.
 
-    ``search`` makes step 1's lookup over the layer's rows: the index's
-    :meth:`~..core.index.GraphIndexBase.searcher` (in memory, or an external
-    vector store), or ``MatrixSearch(layer.matrix)``.
+    ``search`` is step 1's lookup over the layer's rows: the index's
+    :meth:`~..core.index.GraphIndexBase.searcher`, or ``MatrixSearch(layer.matrix)``.
     """
     empty = np.zeros(0, np.int64)
     if len(layer) == 0:
         return Collected(empty, np.zeros(0, np.float32), empty, empty, empty, np.zeros(0))
-    # Step 1: the n best query nodes, then the threshold on cos + epsilon (the
-    # same set as thresholding first: every node above a passing one passes).
+    # Step 1: the n best, then the threshold (the same set as thresholding first).
     hits = search.search(query_vector, params.n)
     retrieved = hits.rows[hits.scores + params.epsilon >= params.gamma]
     sims = hits.cosines  # cos(q_u, q), indexable by rows
-    # Step 2: h-hop expansion over E_intra (directed kNN lists).
+    # Step 2: h-hop expansion over E_intra.
     n = len(layer)
     hop = np.full(n, -1, dtype=np.int64)
     via = np.full(n, -1, dtype=np.int64)
@@ -122,7 +100,7 @@ def collect(
         hop[nbrs], via[nbrs] = h, src[first]
         frontier = nbrs
     rows = np.flatnonzero(hop >= 0)
-    # Step 3: aggregate per chunk (E_inter) and take the top K.
+    # Step 3: aggregate per chunk (E_inter).
     codes = layer.chunk_codes[rows]
     n_chunks = len(layer.chunks)
     count = np.bincount(codes, minlength=n_chunks)
@@ -146,7 +124,6 @@ def collect(
             score[present] += w * cos_c
         else:
             score[present] = np.maximum(score[present], cos_c)
-    # Best score, then more supporting nodes, then the earlier chunk.
     ranking = present[np.lexsort((present, -count[present], -score[present]))]
     top = ranking[: params.K]
     found = Collected(
@@ -160,8 +137,7 @@ def collect(
 def _own_cosines(
     layer: QueryLayer, query_vector: np.ndarray, codes: np.ndarray, params: QCGRetrieval
 ) -> np.ndarray:
-    """The chunks' own cosines to the question; a long chunk's is its best window's
-    unless ``long_chunks="pooled"``."""
+    """The chunks' own cosines (a long chunk's best window's unless ``long_chunks="pooled"``)."""
     cos = layer.chunk_matrix[codes] @ query_vector
     if params.long_chunks == "best-window" and layer.chunk_windows is not None:
         cos = layer.chunk_windows.best(cos, codes, query_vector)
@@ -175,14 +151,13 @@ def _fill(
     collected: np.ndarray,
     found: Collected,
 ) -> None:
-    """Append the missing ``K`` chunks, uncollected ones by their own cosine (``fill``)."""
+    """Append up to ``K`` chunks, uncollected ones by their own cosine (``fill``)."""
     matrix = layer.chunk_matrix
     if matrix is None or len(matrix) != len(layer.chunks):
         return
     need = params.K - len(found.chunk_codes)
     cos = _own_cosines(layer, query_vector, np.arange(len(matrix)), params).astype(np.float64)
     cos[collected] = -np.inf
-    # A chunk without a vector (all zeros) has nothing to be ranked by.
     cos[~matrix.any(axis=1)] = -np.inf
     extra, extra_cos = top_k_of_scores(cos, need)
     keep = np.isfinite(extra_cos)
@@ -196,19 +171,14 @@ def _fill(
 class QCGRetriever(BaseRetriever):
     """Query-centric graph retrieval over a :class:`~.index.QueryCentricGraphIndex`.
 
-    Every returned node is the original chunk (its ``ref_doc_id`` intact) with
-    ``metadata["evidence"]`` holding the reasoning path: the chunk score, and for
-    each collected query node its text (query and answer, or sentence), cosine
-    to the question, hop distance and the node it was reached from.
+    Each returned chunk carries ``metadata["evidence"]``: its score and, per collected
+    query node, its text, cosine, hop and the node it was reached from.
 
     Args:
-        index: The index to search.
-        config: A :class:`~.config.QCGConfig` or preset name (default: the index's);
-            its ``retrieval`` section is used.
-        similarity_top_k: ``K``, chunks returned (default: the config's).
+        config: A :class:`~.config.QCGConfig` or preset name (default: the index's).
+        similarity_top_k: ``K`` (default: the config's).
         reranker: Any LlamaIndex reranking postprocessor; re-ranks the best
-            ``rerank_candidates`` chunks and keeps ``K`` (not in the paper).
-        rerank_candidates: Chunks handed to the reranker (default ``3 K``).
+            ``rerank_candidates`` chunks (default ``3 K``) and keeps ``K`` (ours).
         max_evidence: Query nodes listed per chunk in the evidence (best first).
         callback_manager: LlamaIndex callbacks; falls back to the index's.
         **overrides: Retrieval fields of the config by name (``gamma=1.5``, ``h=2``).
@@ -243,12 +213,8 @@ class QCGRetriever(BaseRetriever):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counts over this retriever's queries (a copy).
-
-        ``queries``; ``short_queries``: step 3 collected fewer than ``K`` chunks;
-        ``filled_queries`` / ``filled_chunks``: queries the fill completed and the
-        chunks it added (zero unless ``fill``).
-        """
+        """Counts over this retriever's queries: ``queries``, ``short_queries`` (step 3
+        collected fewer than ``K`` chunks), ``filled_queries`` and ``filled_chunks``."""
         with self._stats_lock:
             return dict(self._stats)
 
@@ -303,7 +269,6 @@ class QCGRetriever(BaseRetriever):
             mine = np.flatnonzero(node_codes == code)
             mine = mine[np.argsort(-found.cos[mine], kind="stable")]
             evidence = self._evidence(layer, found, mine, rank)
-            # A filled chunk was not collected by the graph: its score is its own cosine.
             evidence["filled"] = bool(i >= len(found.chunk_codes) - found.filled)
             if evidence["filled"] or self.params.chunk_weight > 0:
                 evidence["chunk_cosine"] = round(float(found.chunk_cos[i]), 4)
@@ -353,5 +318,5 @@ class QCGRetriever(BaseRetriever):
         return self._results(layer, np.asarray(vector, dtype=np.float32), query_bundle.query_str)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        # Embedding, scoring and reranking are CPU work: off the caller's loop.
+        # CPU work: off the caller's loop.
         return await asyncio.to_thread(self._retrieve, query_bundle)

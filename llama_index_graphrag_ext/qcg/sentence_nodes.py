@@ -1,9 +1,7 @@
 """Sentence nodes: the LLM-free query nodes (paper §4.2, Fig. 4, "Sentence Nodes").
 
-The paper's ablation replaces the LLM's question-answer pairs (§3.3 step 1) by
-the chunk's sentences, so indexing needs no LLM. It is the suite's LLM-free
-tier for QCG-RAG, and the stand-in :class:`~.doc2query.Doc2QueryGenerator` falls
-back to for a chunk whose pairs cannot be had.
+The ablation replaces the LLM's question-answer pairs (§3.3 step 1) by the chunk's
+sentences; it is also Doc2Query's stand-in for a chunk whose pairs cannot be had.
 """
 
 from __future__ import annotations
@@ -27,30 +25,19 @@ from .query_nodes import GeneratedNodes, QueryNodeGenerator, QueryPair, _chunk_t
 
 logger = logging.getLogger(__name__)
 
-#: Chunks split per spaCy stream by :class:`SentenceQueryGenerator`.
+#: Chunks split per spaCy stream.
 _SPLIT_BATCH = 256
 
 
 class SentenceQueryGenerator(QueryNodeGenerator):
     """LLM-free query nodes: each sentence of a chunk (the paper's "Sentence Nodes").
 
-    Our additions to the ablation, both optional and documented on the docs page:
-    ``title_prefix`` prepends the chunk's ``metadata[title_key]`` to every
-    sentence (a sentence such as "It was founded in 1963." is otherwise
-    unanchored), and ``alpha < 1`` applies the Doc2Query-- filter to sentences.
-
-    Args:
-        title_prefix: Prefix each sentence with the chunk's title, when it has one.
-        title_key: Metadata key of the title.
-        min_chars: Sentences shorter than this are merged into the next one.
-        splitter: ``spacy`` (the dependency parse of ``en_core_web_sm``) or
-            ``rule`` (spaCy's punctuation sentencizer; several times faster).
-        alpha: Fraction of sentences kept per chunk by cosine to the chunk (1 keeps all).
-        embed_model: Embedder for the filter and for ``vectors="late"`` (the index sets it).
-        vectors: ``separate`` embeds each sentence node on its own (its text, a
-            second pass over the corpus); ``late`` pools the sentence's (and
-            title's) word pieces from the chunk's own forward pass, which also
-            gives the chunk vector: one pass in all (:mod:`~..core.late_chunking`).
+    Our additions: ``title_prefix`` prepends the chunk's ``metadata[title_key]`` (a
+    sentence such as "It was founded in 1963." is otherwise unanchored), and
+    ``alpha < 1`` applies the Doc2Query-- filter to sentences. ``vectors="late"`` pools
+    each sentence's (and title's) word pieces from the chunk's own forward pass
+    (:mod:`~..core.late_chunking`). ``alpha`` and ``vectors`` are the config's
+    ``sentence_alpha`` and ``sentence_vectors`` (see :class:`~.config.QCGConfig`).
     """
 
     title_prefix: bool = Field(default=True, description="Prefix sentences with the title.")
@@ -84,7 +71,7 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         return nlp
 
     def _sentences(self, chunk: BaseNode, sentences: list[str]) -> list[tuple[str, int, int]]:
-        """The chunk's sentence nodes: ``(text, start, end)``, the span in the chunk's content."""
+        """The chunk's sentence nodes as ``(text, start, end)`` spans of its content."""
         title = str(chunk.metadata.get(self.title_key) or "").strip() if self.title_prefix else ""
         content = chunk.get_content()
         out: list[tuple[str, int, int]] = []
@@ -95,7 +82,7 @@ class SentenceQueryGenerator(QueryNodeGenerator):
             start, end = (at, at + len(raw)) if at >= 0 else (-1, -1)
             cursor = end if at >= 0 else cursor
             sentence = raw
-            # The benchmark convention puts the title on the text's first line.
+            # The benchmarks put the title on the text's first line.
             if title and not out and not carry and sentence.startswith(title + "\n"):
                 sentence = sentence[len(title) + 1 :].strip()
                 start = start + len(raw) - len(sentence) if start >= 0 else start
@@ -127,9 +114,8 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         stats = {"chunks": len(chunks), "sentences": 0, "kept": 0, "empty_chunks": 0}
         per_chunk: list[list[QueryPair]] = []
         spans: list[list[tuple[int, int]]] = []
-        # In batches: the splitter's output for a whole corpus, alive while the
-        # query nodes (which outlive the build) were made among it, kept its
-        # memory resident after the build (docs/scaling.md, "Memory").
+        # In batches, so the splitter's output never holds a whole corpus
+        # (docs/scaling.md, "Memory").
         for start in range(0, len(chunks), _SPLIT_BATCH):
             batch = chunks[start : start + _SPLIT_BATCH]
             split = split_sentences_batch([c.get_content() for c in batch], nlp)
@@ -181,13 +167,11 @@ class SentenceQueryGenerator(QueryNodeGenerator):
         spans: list[list[tuple[int, int]]],
         stats: dict,
     ) -> tuple[np.ndarray | None, np.ndarray | None, list[np.ndarray | None] | None]:
-        """Sentence and chunk vectors, and long chunks' windows, from one pass over each
-        chunk's embedded text.
+        """Sentence and chunk vectors, and long chunks' windows, from one pass per chunk.
 
-        A node pools its sentence's word pieces with its title's (the separate
-        text is "title: sentence"), located in the text the chunk is embedded as.
-        An embedder without reachable word pieces gets separate vectors, warned
-        and counted (``late_unavailable``).
+        A node pools its sentence's word pieces with its title's (as the separate text
+        is "title: sentence"). An embedder without reachable word pieces gets separate
+        vectors, warned and counted (``late_unavailable``).
         """
         embed = resolve_embed_model(self.embed_model)
         texts, groups, alone = [], [], []

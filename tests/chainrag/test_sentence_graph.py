@@ -8,7 +8,6 @@ import pytest
 from llama_index_graphrag_ext.chainrag.key_entities import (
     PAPER_BM25_CUT,
     KeyCut,
-    entity_importance,
     incidence,
     key_entities,
     key_entity_rows,
@@ -24,9 +23,6 @@ BM25 = {"importance": "bm25", "cut": "sentence", "max_df": None, "keep_rarest": 
 def test_alpha_keeps_the_top_share_by_bm25_importance():
     # "a" and "b" recur over the corpus; "c", "d", "e" and the u_i occur once
     lists = [["e", "d", "c", "b", "a"]] + [["a", f"u{i}"] for i in range(6)] + [["b", "w"]] * 3
-    imp = entity_importance(lists)
-    assert imp["b"] > imp["a"] > imp["c"] and imp["a"] > imp["u1"]
-    assert imp["c"] == imp["d"] == imp["e"]
     keys = key_entities(lists, 0.6, **BM25)
     assert keys[0] == ("b", "a", "e")  # round(0.6 * 5) = 3, most important first, ties by order
     assert key_entities(lists, 0.2, **BM25)[0] == ("b",)

@@ -64,14 +64,6 @@ def test_a_path_covers_the_union_of_its_units_and_rare_words_weigh_more():
     assert Lexicon(view).query("Green zanzibar").path_coverage([(3,)])[0] < 0.5
 
 
-def test_chunk_coverage_is_the_union_of_its_units():
-    view = make_view()
-    words = Lexicon(view).query("Hillage born Chingford")
-    cover = words.chunk_coverage([0, 1, 2])
-    assert cover[0] == pytest.approx(1.0)  # c0 holds units 0 and 1
-    assert 0 < cover[1] < 1 and cover[2] == 0.0
-
-
 def test_lexical_weight_changes_which_paths_survive_the_beam():
     # Unit vectors: unit 3 (topical, names no one) is nearest the query, unit 1 farthest.
     mat = np.array(
