@@ -115,9 +115,12 @@ def run_demo(
             resolved = resolve(name)
             summary_line = resolved.spec.summary if resolved.spec else name
             print(f"\n=== {name} ({resolved.tier}): {summary_line}", file=out)
+            # An LLM-free method is built without the LLM (no engine of its own): the
+            # demo's one answer step shows its passages and why it chose them.
+            needs = resolved.tier != "llm-free"
             ctx = BenchContext(
                 embed_model=embed_model,
-                llm_factory=lambda: the_llm,
+                llm_factory=(lambda: the_llm) if needs else (lambda: None),
                 top_k=top_k,
                 show_progress=True,
             )
