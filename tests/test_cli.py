@@ -4,7 +4,7 @@ import pytest
 
 from llama_index_graphrag_ext.cli import main
 from llama_index_graphrag_ext.core.graph import TypedGraph
-from llama_index_graphrag_ext.core.index import GRAPH_FILE
+from llama_index_graphrag_ext.core.index_persist import GRAPH_FILE
 from llama_index_graphrag_ext.core.persist import IndexFormatError, atomic_dir, write_manifest
 
 

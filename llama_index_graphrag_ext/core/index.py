@@ -44,8 +44,6 @@ from .compact_store import compact_storage_context
 from .config import MethodConfig
 from .defaults import resolve_embed_model
 from .graph import TypedGraph
-from .index_persist import DOCSTORE_FILE as DOCSTORE_FILE  # importable from here too
-from .index_persist import GRAPH_FILE as GRAPH_FILE  # (graphrag-ext viz reads it)
 from .index_persist import PersistedIndex
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..graph import TypedGraph
-from ..index import GRAPH_FILE
+from ..index_persist import GRAPH_FILE
 from ..persist import read_manifest
 from .graphml import export_graphml
 from .selection import ExportSummary, neighbourhood, node_label
