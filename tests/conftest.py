@@ -21,6 +21,16 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MUSIQUE = SHARED / "benchmarks" / "musique-100"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_reasoning_styles():
+    """Each test meets its models afresh: what one learned of a model's reasoning (a
+    process-wide memory) must not change another's budgets or streams."""
+    from llama_index_graphrag_ext.core.llm.reasoning import forget
+
+    forget()
+    yield
+
+
 @pytest.fixture
 def bow_embed() -> BagOfWordsEmbedding:
     return BagOfWordsEmbedding(embed_batch_size=4)

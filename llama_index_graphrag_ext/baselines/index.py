@@ -110,11 +110,13 @@ class _Baseline:
         return cls.config_class.model_validate(data.get("config") or {})
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any):
-        """LlamaIndex's ``RetrieverQueryEngine`` over :meth:`as_retriever`."""
-        from llama_index.core.query_engine import RetrieverQueryEngine
+        """A ``RetrieverQueryEngine`` over :meth:`as_retriever`, answering through the suite's
+        caller (see :mod:`..core.llm.answering`)."""
+        from ..core.llm import choose_llm
+        from ..core.llm.answering import answer_engine
 
         top_k = kwargs.pop("similarity_top_k", 5)
-        return RetrieverQueryEngine.from_args(self.as_retriever(top_k), llm=llm, **kwargs)
+        return answer_engine(self.as_retriever(top_k), choose_llm(llm).llm, **kwargs)
 
 
 class DenseIndex(_Baseline):

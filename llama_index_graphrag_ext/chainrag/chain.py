@@ -78,11 +78,13 @@ class ChainCalls:
         on_failure = self.settings.on_llm_failure
         self.llm_steps.fell_back(step, [reason_of(exc)], what=what, on_failure=on_failure)
 
-    async def text(self, llm: LLMCaller, step: str, prompt: str) -> str:
-        """A short reply of ``step``; a cut answer or summary is kept (counted in the usage's
-        ``truncated``), a cut sufficiency verdict is not."""
+    async def text(self, llm: LLMCaller, step: str, prompt: str, notes: dict | None = None) -> str:
+        """A short reply of ``step``. An answer or summary still cut after the re-asks is kept
+        and named in ``notes["cut"]``; a cut verdict, or a reply with no answer at all, raises."""
         free_text = step in ("subanswer", "final", "summary")
         if free_text:
             self.llm_steps.count("answer", 1)
         reply = await llm.acomplete(prompt, max_tokens=BUDGET[step], allow_cut=free_text)
+        if reply.finish_reason == "length" and notes is not None:
+            notes.setdefault("cut", []).append(step)
         return reply.text

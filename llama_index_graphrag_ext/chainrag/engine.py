@@ -43,6 +43,7 @@ from ..core.llm import (
     choose_llm,
     on_suite_loop,
     parse_answer,
+    reason_of,
     run_sync,
 )
 from .chain import BUDGET, ChainCalls, ChainStep
@@ -205,7 +206,7 @@ class ChainRAGQueryEngine(BaseQueryEngine):
                 notes,
                 max_hops=self.params.max_hops,
             )
-            await answer_subquestion(self._calls, llm, step, state)
+            await answer_subquestion(self._calls, llm, step, state, notes)
             chain.append(step)
             states.append(state)
         merged = await asyncio.to_thread(
@@ -235,7 +236,12 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         meter = UsageMeter()
         llm = self._caller.with_meter(meter)
         prompt, meta, sources = await self._run_chain(question, llm)
-        answer = parse_answer(await self._calls.text(llm, "final", prompt))
+        try:
+            answer = parse_answer(await self._calls.text(llm, "final", prompt, meta["notes"]))
+        except Exception as exc:  # no stand-in for the answer itself: counted, then raised
+            self._calls.llm_steps.fell_back("answer", [reason_of(exc)], what="final answer")
+            raise
+        meta["answer_cut"] = "final" in meta["notes"].get("cut", ())
         meta["usage"] = meter.snapshot()
         return Response(response=answer, source_nodes=sources, metadata=meta)
 
@@ -249,8 +255,12 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         meta["usage"] = meter.snapshot()
 
         def tokens():
-            yield from llm.stream(prompt, max_tokens=BUDGET["final"])
-            meta["usage"] = meter.snapshot()  # the streamed answer counted too
+            report: dict = {}
+            try:
+                yield from llm.stream(prompt, max_tokens=BUDGET["final"], report=report)
+            finally:  # the streamed answer counted too, a broken one as far as it came
+                meta["answer_cut"] = report.get("cut", False)
+                meta["usage"] = meter.snapshot()
 
         return StreamingResponse(response_gen=tokens(), source_nodes=sources, metadata=meta)
 
@@ -264,8 +274,12 @@ class ChainRAGQueryEngine(BaseQueryEngine):
         meta["usage"] = meter.snapshot()
 
         async def tokens() -> AsyncIterator[str]:
-            async for piece in llm.astream(prompt, max_tokens=BUDGET["final"]):
-                yield piece
-            meta["usage"] = meter.snapshot()
+            report: dict = {}
+            try:
+                async for piece in llm.astream(prompt, max_tokens=BUDGET["final"], report=report):
+                    yield piece
+            finally:
+                meta["answer_cut"] = report.get("cut", False)
+                meta["usage"] = meter.snapshot()
 
         return AsyncStreamingResponse(response_gen=tokens(), source_nodes=sources, metadata=meta)

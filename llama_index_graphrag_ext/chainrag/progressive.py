@@ -61,12 +61,17 @@ async def retrieve(
 
 
 async def answer_subquestion(
-    calls: ChainCalls, llm: LLMCaller, step: ChainStep, state: SearchState
+    calls: ChainCalls, llm: LLMCaller, step: ChainStep, state: SearchState, notes: dict
 ) -> None:
     """The sub-answer from the gathered sentences (and any summary of unanswered ones)."""
     context = state.context()
     if step.summary:
         context = f"{context}\nEarlier findings: {step.summary}"
     prompt = calls.prompts["subanswer"].format(context_str=context, query_str=step.question)
-    step.answer = parse_answer(await calls.text(llm, "subanswer", prompt))
+    try:
+        step.answer = parse_answer(await calls.text(llm, "subanswer", prompt, notes))
+    except Exception as exc:  # counted; the hop stays unanswered and the chain goes on
+        calls.fell_back("answer", exc, notes, what="sub-answer")
+        step.answer, step.answered = "", False
+        return
     step.answered = not is_unanswered(step.answer)

@@ -47,5 +47,8 @@ async def prepare(
         prompt = calls.prompts["summary"].format(
             question=done[i].question, context_str=states[i].context()
         )
-        parts.append(parse_answer(await calls.text(llm, "summary", prompt)))
+        try:
+            parts.append(parse_answer(await calls.text(llm, "summary", prompt)))
+        except Exception as exc:  # counted; the summary leaves this hop out
+            calls.fell_back("answer", exc, {}, what="summary")
     step.summary, step.action = "\n".join(p for p in parts if p), "summary"

@@ -362,14 +362,17 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
     # --------------------------------------------------------------- engines
 
     def as_query_engine(self, llm: LLM | None = None, **kwargs: Any):
-        """A ``RetrieverQueryEngine`` over :meth:`as_retriever` with this index's LLM."""
-        from llama_index.core.query_engine import RetrieverQueryEngine
+        """A ``RetrieverQueryEngine`` over :meth:`as_retriever` answering with this index's
+        LLM through the suite's caller (see :mod:`.llm.answering`: no reasoning in the
+        answer, a cut one flagged in ``response.metadata["answer_cut"]``)."""
+        from .llm.answering import answer_engine
 
         retriever_keys = set(kwargs) - _SYNTHESIS_KEYS
         retriever = self.as_retriever(**{k: kwargs[k] for k in retriever_keys})
-        return RetrieverQueryEngine.from_args(
+        return answer_engine(
             retriever,
-            llm=llm or self.llm,
+            llm or self.llm,
+            getattr(self.config, "llm", None),
             callback_manager=self._callback_manager,
             **{k: v for k, v in kwargs.items() if k in _SYNTHESIS_KEYS},
         )

@@ -67,15 +67,12 @@ _ANSWER_BUDGET = 1000
 MAX_REDUCE_ROUNDS = 8
 
 
-def _clean_lines(text: str, limit: int, max_words: int = 12, cut: bool = False) -> list[str]:
+def _clean_lines(text: str, limit: int, max_words: int = 12) -> list[str]:
     """Items of a list reply (reasoning dropped), without duplicates or overlong lines.
 
-    ``cut``: the reply was stopped by the length limit, so its last item may be
-    incomplete and is dropped.
+    A list still cut after the re-asks never gets here: it is a counted fallback.
     """
     items = parse_list(text)
-    if cut:
-        items = items[:-1]
     out: list[str] = []
     for item in items:
         item = item.strip().strip(".:;").strip()
@@ -128,6 +125,13 @@ class FGRAGQueryEngine(BaseQueryEngine):
         # The embedded SmolLM2 can try the entity list (a list of lines, not JSON).
         self.llm_steps.plan(
             "query-entities", choice, needs="text", stand_in="spaCy entities", on_failure=on_failure
+        )
+        self.llm_steps.plan(
+            "questions",
+            choice,
+            needs="text",
+            stand_in="the query alone (no follow-up questions)",
+            on_failure=on_failure,
         )
         self.llm_steps.plan(
             "summaries",
@@ -187,9 +191,8 @@ class FGRAGQueryEngine(BaseQueryEngine):
         self.llm_steps.count("query-entities", 1)
         prompt = self._prompts["query_entities"].format(query_str=query)
         try:
-            reply = await llm.acomplete(prompt, max_tokens=_ENTITIES_BUDGET, allow_cut=True)
-            cut = reply.finish_reason == "length"
-            entities = _clean_lines(reply.text, self.max_query_entities, max_words=8, cut=cut)
+            reply = await llm.acomplete(prompt, max_tokens=_ENTITIES_BUDGET)
+            entities = _clean_lines(reply.text, self.max_query_entities, max_words=8)
             reason = None if entities else "unusable reply"
         except LLMFallbackError:
             raise
@@ -216,15 +219,20 @@ class FGRAGQueryEngine(BaseQueryEngine):
         self, query: str, unit: str, expansion: Expansion, llm: LLMCaller
     ) -> dict[str, Any]:
         """Eqs. 10-11 for one unit: follow-up questions, then the focused summary."""
-        asked = await llm.acomplete(
-            self._prompts["questions"].format(
-                query_str=query, entity=unit, max_questions=self.max_questions
-            ),
-            max_tokens=40 * self.max_questions + 32,
-            allow_cut=True,
-        )
-        cut = asked.finish_reason == "length"
-        questions = _clean_lines(asked.text, self.max_questions, max_words=40, cut=cut)
+        self.llm_steps.count("questions", 1)
+        try:
+            asked = await llm.acomplete(
+                self._prompts["questions"].format(
+                    query_str=query, entity=unit, max_questions=self.max_questions
+                ),
+                max_tokens=40 * self.max_questions + 32,
+            )
+            questions = _clean_lines(asked.text, self.max_questions, max_words=40)
+        except LLMFallbackError:
+            raise
+        except Exception as exc:  # counted; the summary is asked with the query alone
+            self._fell_back("questions", reason_of(exc), "unit")
+            questions = []
         # The authors put the query itself first in the questions block.
         question_block = "\n".join([f"**{query}**", *questions])
         summary = await llm.acomplete(
@@ -232,7 +240,6 @@ class FGRAGQueryEngine(BaseQueryEngine):
                 entity=unit, context_str=self._context(expansion), questions=question_block
             ),
             max_tokens=_SUMMARY_BUDGET,
-            allow_cut=True,
         )
         return {
             "entity": unit,
@@ -300,7 +307,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
                 prompt = self._prompts["combine"].format(
                     context_str="\n\n".join(group), query_str=query
                 )
-                reply = await llm.acomplete(prompt, max_tokens=_SUMMARY_BUDGET, allow_cut=True)
+                reply = await llm.acomplete(prompt, max_tokens=_SUMMARY_BUDGET)
                 return reply.text.strip()
 
             merged = await llm.amap(groups, merge, desc="FG-RAG reduce")
@@ -319,6 +326,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
         prompt = await self._areduce(query, maps, llm, reduce)
         answer = await llm.acomplete(prompt, max_tokens=_ANSWER_BUDGET, allow_cut=True)
         metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
+        metadata["answer_cut"] = answer.finish_reason == "length"
         return Response(response=answer.text.strip(), source_nodes=sources, metadata=metadata)
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
@@ -333,8 +341,12 @@ class FGRAGQueryEngine(BaseQueryEngine):
         metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
 
         def tokens() -> Iterator[str]:
-            yield from llm.stream(prompt, max_tokens=_ANSWER_BUDGET)
-            metadata["usage"] = meter.snapshot()  # the streamed answer counted too
+            report: dict = {}
+            try:
+                yield from llm.stream(prompt, max_tokens=_ANSWER_BUDGET, report=report)
+            finally:  # the streamed answer counted too, a broken one as far as it came
+                metadata["answer_cut"] = report.get("cut", False)
+                metadata["usage"] = meter.snapshot()
 
         return StreamingResponse(response_gen=tokens(), source_nodes=sources, metadata=metadata)
 
@@ -350,9 +362,13 @@ class FGRAGQueryEngine(BaseQueryEngine):
         metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
 
         async def tokens() -> AsyncIterator[str]:
-            async for piece in llm.astream(prompt, max_tokens=_ANSWER_BUDGET):
-                yield piece
-            metadata["usage"] = meter.snapshot()
+            report: dict = {}
+            try:
+                async for piece in llm.astream(prompt, max_tokens=_ANSWER_BUDGET, report=report):
+                    yield piece
+            finally:
+                metadata["answer_cut"] = report.get("cut", False)
+                metadata["usage"] = meter.snapshot()
 
         return AsyncStreamingResponse(
             response_gen=tokens(), source_nodes=sources, metadata=metadata

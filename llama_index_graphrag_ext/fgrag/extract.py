@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from ..core.llm import (
     LLMCaller,
     LLMChoice,
+    LLMOutputError,
     LLMSettings,
     LLMSteps,
     UsageMeter,
@@ -173,13 +174,23 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
         history = f"{prompt}{reply.text}"
         # Gleaning only refines a usable answer; an unusable one falls back instead.
         for _ in range(self.max_gleanings if result.entities else 0):
-            check = await llm.acomplete(
-                self._fmt(self.glean_check_prompt, history=history), max_tokens=32
-            )
+            try:
+                check = await llm.acomplete(
+                    self._fmt(self.glean_check_prompt, history=history), max_tokens=32
+                )
+            except LLMOutputError as exc:  # the extraction stands; only gleaning stops
+                logger.debug("FG-RAG gleaning check unusable (%s); gleaning stops", exc)
+                self._count(glean_checks_failed=1)
+                break
             if not parse_yes_no(check.text):
                 break
             more_prompt = self._fmt(self.glean_continue_prompt, history=history)
-            more = await llm.acomplete(more_prompt, max_tokens=budget)
+            try:
+                more = await llm.acomplete(more_prompt, max_tokens=budget)
+            except LLMOutputError as exc:
+                logger.debug("FG-RAG gleaning reply unusable (%s); gleaning stops", exc)
+                self._count(glean_checks_failed=1)
+                break
             self._count(gleaning_rounds=1)
             result.extend(parse_extraction(more.text))
             history = f"{more_prompt}{more.text}"

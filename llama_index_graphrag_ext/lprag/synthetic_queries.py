@@ -13,7 +13,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from ..core.llm import LLMSettings, UsageMeter, reason_of
+from ..core.llm import LLMOutputError, LLMSettings, UsageMeter, reason_of
 from .chunker import parse_bracketed_items
 from .prompts import SYNTHETIC_QUERY_PROMPT
 
@@ -106,7 +106,9 @@ class SyntheticQueryGenerator(PromptMixin):
         self.failures = []
         for answer in answers:
             if isinstance(answer, BaseException):
-                failed += 1
+                # An empty reply is an unusable answer, not a failed call.
+                unusable = type(answer) is LLMOutputError
+                empty, failed = empty + unusable, failed + (not unusable)
                 self.failures.append(reason_of(answer))
                 out.append([])
                 continue

@@ -164,17 +164,12 @@ class Doc2QueryGenerator(QueryNodeGenerator, LLMSettings, PromptMixin):
             return dedupe_pairs([(p.query, p.answer) for p in found.pairs])[: self.num_pairs], 0
         current = prompt
         for attempt in range(self.repair_attempts + 1):
-            # A reply still cut after the re-asks keeps its complete lines; its
-            # last pair may be cut, so it is dropped.
+            # A reply still cut after the re-asks raises: a cut list is not the list,
+            # and the chunk is a counted fallback.
             reply = await caller.acomplete(
-                current,
-                max_tokens=self.reply_budget(),
-                accept=lambda t: bool(parse_pairs(t)),
-                allow_cut=True,
+                current, max_tokens=self.reply_budget(), accept=lambda t: bool(parse_pairs(t))
             )
             pairs = parse_pairs(reply.text)
-            if reply.finish_reason == "length":
-                pairs = pairs[:-1]
             if pairs:
                 return pairs[: self.num_pairs], attempt
             current = prompt + DOC2QUERY_REPAIR_NOTE

@@ -105,7 +105,7 @@ def test_llm_extractor_stops_on_no_and_falls_back_on_garbage() -> None:
     assert extractor.usage.calls == 3  # one extraction answer was empty: no gleaning check
     record = extractor.llm_steps.record("extraction")
     assert (record.items, record.fallbacks) == (2, 1)
-    assert dict(record.reasons) == {"no entity in the reply": 1}
+    assert dict(record.reasons) == {"empty reply": 1}
 
 
 def test_llm_extractor_failure_is_counted_and_can_raise() -> None:

@@ -39,7 +39,8 @@ def test_embedded_llm_builds_query_answer_nodes(minilm, tmp_path):
     assert stats["chunks"] == 2
     # Every chunk has query nodes: LLM pairs, or counted sentence fallbacks.
     assert {p.chunk_id for p in index.layer.pairs} == set(index.chunk_ids())
-    assert stats["failed_chunks"] == stats["fallback_chunks"]
+    # (the 135M model's list can stay cut at 96 tokens: a counted fallback, never kept cut)
+    assert stats["fallback_chunks"] == index.llm_steps.record("doc2query").fallbacks
     hits = index.as_retriever(similarity_top_k=1).retrieve("Who designed the Brooklyn Bridge?")
     assert hits[0].node.ref_doc_id == "bridge"
     assert hits[0].node.metadata["evidence"]["query_nodes"]

@@ -104,7 +104,7 @@ def test_empty_output_falls_back_to_sentences_and_is_counted(bow_embed, caplog):
     result = gen.generate([CHUNK])
     assert result.stats["fallback_chunks"] == 1
     assert [p.kind for p in result.pairs] == ["sentence", "sentence"]
-    assert "1 chunk(s) fell back to sentence nodes (unusable reply x1)" in caplog.text
+    assert "1 chunk(s) fell back to sentence nodes (empty reply x1)" in caplog.text
     record = gen.llm_steps.record("doc2query")
     assert (record.tier, record.items, record.fallbacks) == ("full-llm", 1, 1)
 

@@ -167,7 +167,11 @@ def test_cue_transient_errors_are_retried_and_a_bad_key_is_not(
     index = build(docs, bow_embed, alpha=1.0, llm=wrong)
     assert stalls.counts(model_server.stats()["by_status"], {401: n}, since=stalled)  # no retry
     record = index.llm_steps.record("knowledge-units")
-    assert (record.items, record.fallbacks, dict(record.reasons)) == (n, n, {"HTTP 401": n})
+    assert (record.items, record.fallbacks, dict(record.reasons)) == (
+        n,
+        n,
+        {"not authorised (HTTP 401)": n},
+    )
     assert index.stats()["extraction"]["units_llm"] == 0
 
 

@@ -77,8 +77,9 @@ def test_doc2query_indexing_step_through_the_server(llm, bow_embed):
 def test_streamed_answer_through_the_server(llm):
     caller = LLMCaller(llm)
     prompt = "Name the capital of France in one word."
+    # Its first reply shows SmolLM2 does not reason: from then on streams are shown live.
+    assert caller.complete(prompt, max_tokens=8).text.strip()
+    calls = caller.meter.calls
     pieces = list(caller.stream(prompt, max_tokens=8))
     assert len(pieces) > 1 and "".join(pieces).strip()
-    assert caller.meter.calls == 1 and caller.meter.completion_tokens > 0
-    reply = caller.complete(prompt, max_tokens=8)
-    assert reply.text.strip()
+    assert caller.meter.calls == calls + 1 and caller.meter.completion_tokens > 0

@@ -117,6 +117,7 @@ def test_lprag_llm_atomic_chunks_and_auto_llm_queries(
 
 #: Unusable replies: an empty one, and the responder's refusal (no items: a declined task).
 UNUSABLE = ["", JUNK_REPLY]
+WHY = {"": "empty reply", JUNK_REPLY: "unusable reply"}
 
 
 def answer_junk(server, text: str, chosen) -> None:
@@ -147,10 +148,10 @@ def test_atomic_chunker_unusable_paragraph_falls_back_to_sentences(
         assert not junk or chunk.text in bad
     assert (chunker.stats["llm_paragraphs"], chunker.stats["fallback_paragraphs"]) == (n - 1, 1)
     record = chunker.llm_steps.record(ATOMIC)
-    assert (record.items, record.fallbacks, dict(record.reasons)) == (n, 1, {"unusable reply": 1})
+    assert (record.items, record.fallbacks, dict(record.reasons)) == (n, 1, {WHY[reply]: 1})
     [warning] = [r for r in caplog.records if "fell back" in r.getMessage()]
-    assert "1 paragraph(s) fell back to sentence chunks (unusable reply x1)" in warning.getMessage()
-    with pytest.raises(LLMFallbackError, match="unusable reply"):
+    assert f"1 paragraph(s) fell back to sentence chunks ({WHY[reply]} x1)" in warning.getMessage()
+    with pytest.raises(LLMFallbackError, match=WHY[reply]):
         LLMAtomicChunker(llm=wire_llm, on_llm_failure="raise").get_nodes_from_documents(docs)
 
 
@@ -173,7 +174,7 @@ def test_synthetic_query_unusable_batches_get_pseudo_queries(
         stats["pseudo_queries"],
     )
     record = index.llm_steps.record(QUERIES)
-    assert (record.items, record.fallbacks, dict(record.reasons)) == (n, k, {"unusable reply": k})
+    assert (record.items, record.fallbacks, dict(record.reasons)) == (n, k, {WHY[reply]: k})
     [warning] = [r for r in caplog.records if "fell back" in r.getMessage()]
     assert f"{k} batch(s) fell back to pseudo-queries" in warning.getMessage()
     with pytest.raises(LLMFallbackError, match=rf"{k} batch\(s\) fell back"):
@@ -221,7 +222,10 @@ def test_lprag_transient_errors_are_retried_and_a_bad_key_is_not(
     assert stalls.counts(by_status, {401: n + batches}, since=stalled)  # one request per item
     ledger = index.llm_steps.to_dict()
     for step, items in ((ATOMIC, n), (QUERIES, batches)):
-        assert (ledger[step]["fallbacks"], ledger[step]["reasons"]) == (items, {"HTTP 401": items})
+        assert (ledger[step]["fallbacks"], ledger[step]["reasons"]) == (
+            items,
+            {"not authorised (HTTP 401)": items},
+        )
     assert {c.metadata["lp_origin"] for c in chunks_of(index)} == {"sentence"}
     assert {q["origin"] for q in index.queries()} == {"pseudo"}
 

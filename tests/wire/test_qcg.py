@@ -160,7 +160,11 @@ def test_doc2query_bad_key_is_tried_once_per_chunk_and_every_chunk_falls_back(
     n = len(docs)
     assert stalls.counts(model_server.stats()["by_status"], {401: n})  # never retried
     record = index.llm_steps.record("doc2query")
-    assert (record.items, record.fallbacks, dict(record.reasons)) == (n, n, {"HTTP 401": n})
+    assert (record.items, record.fallbacks, dict(record.reasons)) == (
+        n,
+        n,
+        {"not authorised (HTTP 401)": n},
+    )
     assert {p.kind for p in index.layer.pairs} == {"sentence"}
 
 

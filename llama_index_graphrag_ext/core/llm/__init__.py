@@ -6,6 +6,7 @@
 | :mod:`.steps` | each component's step ledger: LLM and tier per step, fallbacks counted, ``on_llm_failure`` |
 | :mod:`.settings` | the settings every LLM-using component shares (concurrency, retries, time-out, cache, ``on_llm_failure``) |
 | :mod:`.calls` (:mod:`.structured`, :mod:`.streams`, :mod:`.target`) | `LLMCaller`: retries, structured output, length limits, cache, streams, concurrency |
+| :mod:`.reasoning` | how each model shows its reasoning (learned), and the stream filter |
 | :mod:`.parse` | reading replies as real models write them (reasoning, fences, wrappers, yes/no) |
 | :mod:`.retry` | which errors are retried and how long to wait (tenacity) |
 | :mod:`.loop` | the one event loop every LLM call runs on |
@@ -62,6 +63,7 @@ from .steps import (
     fallback_share,
     reason_of,
 )
+from .target import LLMRequestError, LLMStreamError
 from .usage import UsageMeter, count_llm_calls, finish_reason, reported_usage
 
 __all__ = [
@@ -73,6 +75,8 @@ __all__ = [
     "LLMChoice",
     "LLMFallbackError",
     "LLMOutputError",
+    "LLMRequestError",
+    "LLMStreamError",
     "LLMSettings",
     "LLMSteps",
     "LLMTruncatedError",

@@ -21,13 +21,15 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from .cache import LLMCache, cache_key, llm_fingerprint
 from .loop import on_suite_loop, run_sync
 from .parse import LLMOutputError, strip_reasoning
+from .reasoning import REASONING_ROOM, known_style, learn, reasoning_text, style_of
 from .resolve import accepts_max_tokens, describe_llm, structured_mode
-from .retry import RetryPolicy
+from .retry import RetryPolicy, refusal_of
 from .steps import LLMFallbackError
 from .streams import StreamCalls
 from .structured import StructuredCalls
 from .target import (
     LENGTH_RETRIES,
+    LLMRequestError,
     LLMTruncatedError,
     Reply,
     call_copy,
@@ -39,7 +41,7 @@ from .usage import UsageMeter, capture, finish_reason, fresh_call_depth
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LLMCaller", "LLMTruncatedError", "Reply", "call_copy"]
+__all__ = ["LLMCaller", "LLMRequestError", "LLMTruncatedError", "Reply", "call_copy"]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -52,6 +54,10 @@ class LLMCaller(StructuredCalls, StreamCalls):
         cache: A response cache; ``None`` disables caching.
         max_concurrency: Calls in flight at once (``amap`` and every call share it).
         meter: The usage meter to update (a fresh one by default).
+        reasoning_budget: Room for a reasoning model's thinking, added to every
+            step's ``max_tokens``: ``None`` adds ``REASONING_ROOM`` once the model
+            is seen reasoning in a reply, ``0`` declares a model that does not
+            reason (or whose reasoning is switched off), ``N`` always adds ``N``.
 
     Attributes:
         mode: How structured output is asked for (see :func:`.resolve.structured_mode`).
@@ -65,6 +71,7 @@ class LLMCaller(StructuredCalls, StreamCalls):
         retry: RetryPolicy | None = None,
         max_concurrency: int = 4,
         meter: UsageMeter | None = None,
+        reasoning_budget: int | None = None,
     ) -> None:
         if llm is None:
             raise ValueError("LLMCaller needs an LLM")
@@ -76,6 +83,9 @@ class LLMCaller(StructuredCalls, StreamCalls):
         self.max_concurrency = int(max_concurrency)
         self.meter = meter if meter is not None else UsageMeter()
         self.mode = structured_mode(llm)
+        if reasoning_budget is not None and reasoning_budget < 0:
+            raise ValueError(f"reasoning_budget must be >= 0 or None, got {reasoning_budget}")
+        self.reasoning_budget = reasoning_budget
         self._target = call_copy(llm, self.retry)
         self._fingerprint = llm_fingerprint(llm)
         self._sized = accepts_max_tokens(llm)
@@ -105,8 +115,29 @@ class LLMCaller(StructuredCalls, StreamCalls):
         except Exception:  # metadata that needs a live connection
             return 8192
 
+    @property
+    def reasoning_room(self) -> int:
+        """Tokens each step's budget gets for the model's reasoning (see ``reasoning_budget``)."""
+        if self.reasoning_budget is not None:
+            return self.reasoning_budget
+        return REASONING_ROOM if known_style(self._fingerprint) not in (None, "none") else 0
+
+    @property
+    def holds_streams(self) -> bool:
+        """Whether a stream must be held back until its reasoning ends: a model seen writing
+        R1's stray closing tag, or one not seen yet (unless declared not to reason)."""
+        if self.reasoning_budget == 0:
+            return False
+        return known_style(self._fingerprint) in (None, "stray")
+
+    def _learn(self, raw: str, reasoning: str) -> None:
+        learn(self._fingerprint, style_of(raw, reasoning))
+
     def _limit_kwargs(self, limit: int | None) -> dict[str, Any]:
-        """``max_tokens`` for one request: what the prompt needs, within the LLM's own ceiling."""
+        """``max_tokens`` for one request: what the step needs plus room for reasoning, within
+        the LLM's own ceiling."""
+        if limit:
+            limit += self.reasoning_room
         limit = min(limit, self._ceiling) if (limit and self._ceiling) else (limit or self._ceiling)
         return {"max_tokens": int(limit)} if (limit and self._sized) else {}
 
@@ -152,6 +183,10 @@ class LLMCaller(StructuredCalls, StreamCalls):
             if expected is not None and expected(exc):
                 raise
             self.meter.add(failures=1)
+            refusal = refusal_of(exc)
+            if refusal is not None:
+                logger.error("%s failed for good (%s): %s", what, refusal, policy.describe(exc))
+                raise LLMRequestError(refusal, policy.describe(exc)) from exc
             logger.error(
                 "%s failed for good: %s: %s", what, type(exc).__name__, policy.describe(exc)
             )
@@ -162,8 +197,9 @@ class LLMCaller(StructuredCalls, StreamCalls):
         timeout = self.retry.timeout
         return await (asyncio.wait_for(coro, timeout) if timeout is not None else coro)
 
-    async def _request(self, prompt: str, limit: int | None) -> tuple[str, str | None]:
-        """One request: ``(text, finish_reason)``; usage counted from the provider's answer."""
+    async def _request(self, prompt: str, limit: int | None) -> tuple[str, str | None, str]:
+        """One request: ``(text, finish_reason, reasoning)``; usage counted from the provider's
+        answer; what it shows of the model's reasoning is learned."""
         kwargs = self._limit_kwargs(limit)
         async with self._sem():
             self.meter.add(calls=1)
@@ -181,7 +217,9 @@ class LLMCaller(StructuredCalls, StreamCalls):
             prompt_tokens, completion_tokens = cap.tokens(prompt)
         self.meter.add(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
         text = "" if getattr(response, "text", None) is None else str(response.text)
-        return text, finish_reason(response)
+        reasoning = reasoning_text(response)
+        self._learn(text, reasoning)
+        return text, finish_reason(response), reasoning
 
     def _next_limit(self, limit: int | None, prompt: str) -> int | None:
         """Twice the limit, within the context window and the LLM's ceiling; ``None``: it cannot grow."""
@@ -200,14 +238,19 @@ class LLMCaller(StructuredCalls, StreamCalls):
         """A complete reply: retried on transient errors, asked again with more room when cut.
 
         A reply that stays cut raises :class:`LLMTruncatedError`, or with
-        ``allow_cut`` is returned with ``finish_reason="length"``.
+        ``allow_cut`` is returned with ``finish_reason="length"`` when it has an
+        answer at all. A reply with nothing but reasoning is never an answer.
         """
         for round_ in range(LENGTH_RETRIES + 1):
-            text, reason = await self._retrying(
+            text, reason, reasoning = await self._retrying(
                 lambda limit=limit: self._request(prompt, limit), f"LLM call ({self.llm_name})"
             )
+            answer = strip_reasoning(text)
             if reason != "length":
-                return Reply(strip_reasoning(text), text, reason)
+                if not answer:
+                    what = "only reasoning" if (reasoning or text.strip()) else "nothing"
+                    raise LLMOutputError(f"empty reply ({what})", raw=text)
+                return Reply(answer, text, reason)
             bigger = self._next_limit(limit, prompt) if round_ < LENGTH_RETRIES else None
             if bigger is None:
                 break
@@ -216,16 +259,17 @@ class LLMCaller(StructuredCalls, StreamCalls):
             limit = bigger
         self.meter.add(truncated=1)
         ceiling = f" (the LLM's own ceiling is {self._ceiling})" if self._ceiling else ""
-        if allow_cut:
+        if allow_cut and answer:
             logger.warning(
                 "%s: reply still cut by the length limit after %d re-ask(s)%s; kept as cut",
                 self.llm_name,
                 LENGTH_RETRIES,
                 ceiling,
             )
-            return Reply(strip_reasoning(text), text, "length")
+            return Reply(answer, text, "length")
+        where = " inside its reasoning" if not answer else ""
         raise LLMTruncatedError(
-            f"reply cut by the length limit ({limit} tokens){ceiling}", raw=text
+            f"reply cut by the length limit{where} ({limit} tokens){ceiling}", raw=text
         )
 
     @property

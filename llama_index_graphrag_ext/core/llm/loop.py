@@ -90,10 +90,11 @@ async def on_suite_loop(coro: Coroutine[Any, Any, T]) -> T:
     """Await ``coro`` on the suite's loop from any loop, without blocking the caller's."""
     loop = suite_loop()
     try:
-        if asyncio.get_running_loop() is loop:
-            return await coro
+        running = asyncio.get_running_loop()
     except RuntimeError:  # no running loop: the caller awaited us outside one
-        pass
+        running = None
+    if running is loop:  # (a RuntimeError from ``coro`` itself must not land above)
+        return await coro
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
 

@@ -191,7 +191,7 @@ def find_items(value: Any, *, depth: int = 2) -> list[Any] | None:
     return None
 
 
-def _list_field(model: type[BaseModel]) -> str | None:
+def list_field(model: type[BaseModel]) -> str | None:
     """The model's one field that is a list, if it has exactly one field."""
     fields = list(model.model_fields.items())
     if len(fields) != 1:
@@ -212,7 +212,7 @@ def validate_reply(model: type[M], text: str) -> M:
         LLMOutputError: Nothing in the reply validates.
     """
     candidates = json_candidates(text)
-    field = _list_field(model)
+    field = list_field(model)
     last_error: Exception | None = None
     for value in candidates:
         try:

@@ -12,6 +12,7 @@ import asyncio
 import email.utils
 import logging
 import random
+import re
 import time
 from dataclasses import dataclass
 
@@ -19,7 +20,14 @@ from tenacity import RetryCallState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RetryPolicy", "is_retryable", "retry_after_seconds", "status_of"]
+__all__ = [
+    "RetryPolicy",
+    "is_retryable",
+    "refusal_of",
+    "rejects_structured_output",
+    "retry_after_seconds",
+    "status_of",
+]
 
 #: HTTP statuses worth another attempt: time-out, conflict, rate limit, server errors.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -66,6 +74,43 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
         return True
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
+
+
+_OVERFLOW = re.compile(
+    r"context[_ ]length|context window|maximum context|too many tokens|prompt is too long"
+    r"|input (?:is )?too long|exceeds? the (?:model'?s? )?(?:maximum|max)",
+    re.IGNORECASE,
+)
+_STRUCTURED = re.compile(
+    r"\btools?\b|tool_choice|function|response_format|json_schema|json mode|structured output",
+    re.IGNORECASE,
+)
+
+
+def refusal_of(exc: BaseException) -> str | None:
+    """What a refused request means, for the errors no retry or other mode can fix.
+
+    ``model not found`` (404), ``not authorised`` (401, 403) and ``context
+    overflow`` (a 400 or 413 about the prompt's length); ``None`` otherwise.
+    """
+    status = status_of(exc)
+    if status == 404:
+        return "model not found"
+    if status in (401, 403):
+        return "not authorised"
+    if status in (400, 413, 422) and _OVERFLOW.search(str(exc)):
+        return "context overflow"
+    return None
+
+
+def rejects_structured_output(exc: BaseException) -> bool:
+    """A 400/422 that names tools, functions or the response format: the server cannot do
+    native structured output (a 404, 401 or context overflow is not that)."""
+    return (
+        status_of(exc) in (400, 422)
+        and refusal_of(exc) is None
+        and bool(_STRUCTURED.search(str(exc)))
+    )
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:

@@ -34,6 +34,14 @@ class LLMSettings(BaseModel):
     cache_path: str | None = Field(
         default=None, description="sqlite file caching LLM replies (a rerun pays nothing twice)."
     )
+    reasoning_budget: int | None = Field(
+        default=None,
+        ge=0,
+        description="Tokens of room for a reasoning model's thinking, added to every LLM "
+        "step's limit: None adds 2048 once the model is seen reasoning, 0 declares a model "
+        "that does not reason (or whose reasoning is off; streams are then shown as they "
+        "arrive), N always adds N.",
+    )
     on_llm_failure: Literal["fallback", "raise"] = Field(
         default="fallback",
         description="`fallback`: an item whose LLM call fails gets the LLM-free stand-in, "
@@ -56,6 +64,7 @@ class LLMSettings(BaseModel):
             retry=self.retry_policy(),
             max_concurrency=self.max_concurrency,
             meter=meter,
+            reasoning_budget=self.reasoning_budget,
         )
 
     def llm_settings(self) -> dict[str, Any]:

@@ -88,12 +88,17 @@ def reason_of(exc: BaseException) -> str:
     """A short reason for a failed item, for fallback counts (``HTTP 500``, ``timeout``, ...)."""
     from .parse import LLMOutputError
     from .retry import is_retryable, status_of
-    from .target import LLMTruncatedError
+    from .target import LLMRequestError, LLMStreamError, LLMTruncatedError
 
     if isinstance(exc, LLMTruncatedError):
         return "reply cut by the length limit"
+    if isinstance(exc, LLMRequestError):
+        status = status_of(exc.__cause__) if exc.__cause__ is not None else None
+        return f"{exc.kind} (HTTP {status})" if status else exc.kind
+    if isinstance(exc, LLMStreamError):
+        return "stream broken"
     if isinstance(exc, LLMOutputError):
-        return "unusable reply"
+        return "empty reply" if str(exc).startswith("empty") else "unusable reply"
     status = status_of(exc)
     if status is not None:
         return f"HTTP {status}"

@@ -1,27 +1,32 @@
 """Streamed replies (a mixin of ``LLMCaller``).
 
-Served from the cache when possible, retried until the first piece, cached once
-complete (not when cut). One filter drops reasoning blocks from live and cached
-streams alike, so a stream reads the same every time.
+Served from the cache when possible, cached once complete (not when cut).
+Reasoning never reaches the reader (:class:`.reasoning.ReasoningFilter`). A
+stream that shows nothing is asked again like any reply: with more room when
+its reasoning used up the limit, after a transient error or a reset. Once part
+of the answer is shown, a reset raises :class:`.target.LLMStreamError` and a
+cut is reported (``report["cut"]``); the usage counts what arrived either way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from ..text.tokens import count_tokens
 from .loop import iterate_async, iterate_sync
-from .parse import REASONING_TAGS
-from .target import is_blocking, lock_of
+from .parse import LLMOutputError, strip_reasoning
+from .reasoning import ReasoningFilter, reasoning_text
+from .retry import is_retryable
+from .target import LENGTH_RETRIES, LLMStreamError, LLMTruncatedError, is_blocking, lock_of
 from .usage import capture, finish_reason, fresh_call_depth
 
 # The caller's log: one logger for everything an LLMCaller does.
 logger = logging.getLogger(__package__ + ".calls")
 
-__all__ = ["ReasoningFilter", "StreamCalls"]
+__all__ = ["StreamCalls"]
 
 
 class StreamCalls:
@@ -30,48 +35,115 @@ class StreamCalls:
     # Provided by LLMCaller.
     meter: Any
     cache: Any
+    retry: Any
     llm_name: str
 
-    def astream(self, prompt: str, *, max_tokens: int | None = None) -> AsyncIterator[str]:
-        """Stream a reply's text pieces (see the module docs); the whole reply is cached."""
-        return iterate_async(lambda: self._astream(prompt, max_tokens))
+    def astream(
+        self, prompt: str, *, max_tokens: int | None = None, report: dict | None = None
+    ) -> AsyncIterator[str]:
+        """Stream a reply's answer in pieces (see the module docs).
 
-    def stream(self, prompt: str, *, max_tokens: int | None = None) -> Iterator[str]:
+        Args:
+            report: Filled in when the stream ends: ``finish_reason`` and ``cut``
+                (the answer shown was cut by the length limit after the re-asks).
+
+        Raises:
+            LLMTruncatedError: Cut before any answer (inside the reasoning), after the re-asks.
+            LLMOutputError: The reply had no answer at all.
+            LLMStreamError: The connection broke after part of the answer was shown.
+        """
+        return iterate_async(lambda: self._astream(prompt, max_tokens, report))
+
+    def stream(
+        self, prompt: str, *, max_tokens: int | None = None, report: dict | None = None
+    ) -> Iterator[str]:
         """Synchronous :meth:`astream`."""
-        return iterate_sync(lambda: self._astream(prompt, max_tokens))
+        return iterate_sync(lambda: self._astream(prompt, max_tokens, report))
 
-    async def _astream(self, prompt: str, limit: int | None) -> AsyncIterator[str]:
+    async def _astream(
+        self, prompt: str, limit: int | None, report: dict | None
+    ) -> AsyncIterator[str]:
+        report = {} if report is None else report
+        report.update(finish_reason=None, cut=False)
         key = self.cache_key(prompt) if self.cache is not None else None
-        if key is not None and (cached := self.cache.get(key)) is not None:
+        cached = self.cache.get(key) if key is not None else None
+        if cached is not None and (text := strip_reasoning(cached)):
             self.meter.add(cache_hits=1)
-            replay = ReasoningFilter()
-            if text := replay.feed(cached) + replay.flush():
-                yield text
+            report["finish_reason"] = "stop"
+            yield text
             return
-        kwargs = self._limit_kwargs(limit)
-        chunks: list[str] = []
-        reason: str | None = None
-        reasoning = ReasoningFilter()
-        with fresh_call_depth(), capture() as cap:
-            stream = await self._retrying(
-                lambda: self._open_stream(prompt, kwargs), f"LLM stream ({self.llm_name})"
-            )
-            async for response in stream:
-                delta = getattr(response, "delta", None) or ""
-                reason = finish_reason(response) or reason
-                chunks.append(delta)
-                if shown := reasoning.feed(delta):
-                    yield shown
-            if shown := reasoning.flush():
-                yield shown
-            tokens = cap.tokens(prompt)
-        self.meter.add(prompt_tokens=tokens[0], completion_tokens=tokens[1])
-        text = "".join(chunks)
-        if reason == "length":
-            self.meter.add(truncated=1)
-            logger.warning("streamed reply of %s cut by the length limit", self.llm_name)
-        elif key is not None:
-            self.cache.put(key, text)
+        resets = 0
+        round_ = 0
+        while True:
+            chunks: list[str] = []
+            thought: list[str] = []
+            reason: str | None = None
+            shown = False
+            reasoning = ReasoningFilter(hold=self.holds_streams)
+            with fresh_call_depth(), capture() as cap:
+                try:
+                    stream = await self._retrying(
+                        lambda limit=limit: self._open_stream(prompt, self._limit_kwargs(limit)),
+                        f"LLM stream ({self.llm_name})",
+                    )
+                    async for response in stream:
+                        delta = getattr(response, "delta", None) or ""
+                        reason = finish_reason(response) or reason
+                        thought.append(reasoning_text(response))
+                        chunks.append(delta)
+                        if piece := reasoning.feed(delta):
+                            shown = True
+                            yield piece
+                    if piece := reasoning.flush():
+                        shown = True
+                        yield piece
+                except (asyncio.CancelledError, LLMOutputError):
+                    raise
+                except Exception as exc:
+                    if not chunks:  # it never opened: retried and counted by _retrying
+                        raise
+                    # The usage of a broken stream: what arrived, counted here.
+                    self.meter.add(
+                        prompt_tokens=count_tokens(prompt),
+                        completion_tokens=count_tokens("".join(chunks + thought)),
+                    )
+                    if shown or not is_retryable(exc) or resets + 1 >= self.retry.max_attempts:
+                        self.meter.add(failures=1)
+                        raise LLMStreamError(
+                            f"stream of {self.llm_name} broke after {len(chunks)} piece(s): "
+                            f"{type(exc).__name__}: {self.retry.describe(exc)}"
+                        ) from exc
+                    resets += 1
+                    self.meter.add(retries=1)
+                    logger.warning(
+                        "stream of %s broke before its answer; asking again", self.llm_name
+                    )
+                    continue
+                tokens = cap.tokens(prompt)
+            self.meter.add(prompt_tokens=tokens[0], completion_tokens=tokens[1])
+            text = "".join(chunks)
+            self._learn(text, "".join(thought))
+            report["finish_reason"] = reason
+            if reason == "length" and not shown:
+                bigger = self._next_limit(limit, prompt) if round_ < LENGTH_RETRIES else None
+                if bigger is not None:
+                    self.meter.add(length_retries=1)
+                    limit, round_ = bigger, round_ + 1
+                    continue
+                self.meter.add(truncated=1)
+                raise LLMTruncatedError(
+                    f"streamed reply cut by the length limit inside its reasoning ({limit} tokens)",
+                    raw=text,
+                )
+            if reason == "length":
+                self.meter.add(truncated=1)
+                report["cut"] = True
+                logger.warning("streamed reply of %s cut by the length limit", self.llm_name)
+            elif not shown:
+                raise LLMOutputError("empty streamed reply", raw=text)
+            elif key is not None:
+                self.cache.put(key, text)
+            return
 
     async def _open_stream(self, prompt: str, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         """Open a stream and wait for its first piece (errors before it are retried)."""
@@ -93,63 +165,6 @@ class StreamCalls:
                     yield item
 
         return rest()
-
-
-_OPENING = re.compile(r"<(" + "|".join(REASONING_TAGS) + r")>", re.IGNORECASE)
-_OPENINGS = tuple(f"<{tag}>" for tag in REASONING_TAGS)
-
-
-class ReasoningFilter:
-    """Drops reasoning blocks from text that arrives in pieces.
-
-    A possible opening tag is held back until the next piece settles it; an
-    unclosed block is dropped to the end; whitespace is dropped as
-    :func:`.parse.strip_reasoning` drops it.
-    """
-
-    def __init__(self) -> None:
-        self._held = ""
-        self._inside: str | None = None  # the tag of the block being dropped
-        self._skip_space = True
-
-    def feed(self, piece: str) -> str:
-        """The part of ``piece`` (with what was held) that is sure to be shown."""
-        held, shown = self._held + piece, []
-        while held:
-            if self._inside is not None:
-                close = f"</{self._inside}>"
-                end = held.lower().find(close)
-                if end < 0:  # keep what may be the start of the closing tag
-                    held = held[-(len(close) - 1) :]
-                    break
-                held, self._inside, self._skip_space = held[end + len(close) :], None, True
-                continue
-            if self._skip_space:
-                held = held.lstrip()
-                if not held:
-                    break
-                self._skip_space = False
-            start = held.find("<")
-            if start < 0:
-                shown.append(held)
-                held = ""
-                break
-            shown.append(held[:start])
-            held = held[start:]
-            if opening := _OPENING.match(held):
-                self._inside, held = opening.group(1).lower(), held[opening.end() :]
-            elif any(tag.startswith(held.lower()) for tag in _OPENINGS):
-                break  # too short to tell: wait for the next piece
-            else:
-                shown.append("<")
-                held = held[1:]
-        self._held = held
-        return "".join(shown)
-
-    def flush(self) -> str:
-        """What is still held once the text has ended (nothing inside an open block)."""
-        held, self._held = self._held, ""
-        return "" if self._inside is not None else held
 
 
 async def _thread_stream(llm: Any, prompt: str, kwargs: dict[str, Any]) -> AsyncIterator[Any]:

@@ -8,6 +8,7 @@ LlamaIndex's ``astructured_predict``), else the JSON in the reply read by
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -16,8 +17,9 @@ from llama_index.core.prompts import PromptTemplate
 from pydantic import BaseModel, ValidationError
 
 from .loop import on_suite_loop, run_sync
-from .parse import LLMOutputError, validate_reply
-from .retry import status_of
+from .parse import LLMOutputError, list_field, validate_reply
+from .reasoning import reasoning_text
+from .retry import rejects_structured_output
 from .target import LENGTH_RETRIES, LLMTruncatedError
 from .usage import capture, finish_reason, fresh_call_depth
 
@@ -117,7 +119,10 @@ class StructuredCalls:
         ) from last_error
 
     async def _native(self, prompt: str, output_cls: type[M], limit: int | None) -> M:
-        """Structured prediction through LlamaIndex; a cut reply is asked again with more room."""
+        """Structured output from the server; a cut reply is asked again with more room.
+
+        Cut means cut even when the partial JSON parses: a list cut short is not the list.
+        """
         template = PromptTemplate(prompt)  # already formatted; braces pass through untouched
         for round_ in range(LENGTH_RETRIES + 1):
             reasons: list[str | None] = []
@@ -127,31 +132,41 @@ class StructuredCalls:
                     self.meter.add(calls=1)
                     with fresh_call_depth(), capture() as cap:
                         try:
-                            return await self._timed(
-                                self._target.astructured_predict(
+                            if self.mode == "function_calling":
+                                call = self._tool_calls(prompt, output_cls, limit)
+                            else:
+                                call = self._target.astructured_predict(
                                     output_cls, template, llm_kwargs=self._limit_kwargs(limit)
                                 )
-                            )
+                            value = await self._timed(call)
+                        except Exception as exc:
+                            # A cut reply that did not parse: asked again below, not a failure.
+                            if cap.last and finish_reason(cap.last[1]) == "length":
+                                raise LLMTruncatedError(f"structured reply cut: {exc}") from exc
+                            raise
                         finally:
                             tokens = cap.tokens(prompt) if cap.last else (0, 0)
                             self.meter.add(prompt_tokens=tokens[0], completion_tokens=tokens[1])
                             reasons.append(finish_reason(cap.last[1]) if cap.last else None)
+                        if reasons[-1] == "length":
+                            raise LLMTruncatedError("structured reply cut by the length limit")
+                        return value
 
             try:
                 return await self._retrying(
-                    attempt, f"structured call ({self.llm_name})", expected=_rejected_by_server
+                    attempt,
+                    f"structured call ({self.llm_name})",
+                    expected=rejects_structured_output,
                 )
-            except Exception as exc:
-                if reasons and reasons[-1] == "length":
-                    last_round = round_ == LENGTH_RETRIES
-                    bigger = None if last_round else self._next_limit(limit, prompt)
-                    if bigger is not None:
-                        self.meter.add(length_retries=1)
-                        limit = bigger
-                        continue
+            except LLMTruncatedError:
+                bigger = None if round_ == LENGTH_RETRIES else self._next_limit(limit, prompt)
+                if bigger is None:
                     self.meter.add(truncated=1)
-                    raise LLMTruncatedError("structured reply cut by the length limit") from exc
-                if _rejected_by_server(exc):
+                    raise
+                self.meter.add(length_retries=1)
+                limit = bigger
+            except Exception as exc:
+                if rejects_structured_output(exc):
                     logger.warning(
                         "%s rejected %s structured output (%s); asking for JSON in text from now on",
                         self.llm_name,
@@ -165,6 +180,32 @@ class StructuredCalls:
                     raise LLMOutputError(f"unusable structured reply: {exc}") from exc
                 raise
         raise LLMTruncatedError("structured reply cut by the length limit")
+
+    async def _tool_calls(self, prompt: str, output_cls: type[M], limit: int | None) -> M:
+        """``output_cls`` from a forced tool call, every call of the reply merged.
+
+        LlamaIndex's ``astructured_predict`` keeps the first call only; models
+        split a long list over several calls. A model that answers in text
+        instead (its JSON in the content) is read as text mode reads it.
+        """
+        from llama_index.core.base.llms.types import ChatMessage
+        from llama_index.core.program.function_program import get_function_tool
+
+        response = await self._target.achat_with_tools(
+            [get_function_tool(output_cls)],
+            chat_history=[ChatMessage(role="user", content=prompt)],
+            allow_parallel_tool_calls=True,
+            tool_required=True,
+            **self._limit_kwargs(limit),
+        )
+        content = response.message.content or ""
+        self._learn(content, reasoning_text(response))
+        if finish_reason(response) == "length":
+            raise LLMTruncatedError("tool call cut by the length limit", raw=content)
+        calls = self._target.get_tool_calls_from_response(response, error_on_no_tool_call=False)
+        if not calls:
+            return await asyncio.to_thread(validate_reply, output_cls, content)
+        return _merged(output_cls, [call.tool_kwargs for call in calls])
 
     def structured(self, prompt: str, output_cls: type[M], **kwargs: Any) -> M:
         """Synchronous :meth:`astructured`."""
@@ -186,6 +227,11 @@ def _no_tool_call(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and "tool call" in str(exc).lower()
 
 
-def _rejected_by_server(exc: BaseException) -> bool:
-    """A 400/404/422 answer to a request with ``tools`` or ``response_format``."""
-    return status_of(exc) in (400, 404, 422)
+def _merged(output_cls: type[M], arguments: list[Any]) -> M:
+    """One ``output_cls`` from the arguments of several tool calls: a model with one list
+    field gets every call's items, in order; any other model, the first call."""
+    values = [validate_reply(output_cls, json.dumps(args)) for args in arguments]
+    field = list_field(output_cls)
+    if field is None or len(values) == 1:
+        return values[0]
+    return output_cls.model_validate({field: [i for v in values for i in getattr(v, field)]})

@@ -23,6 +23,8 @@ LENGTH_RETRIES = 2
 
 __all__ = [
     "LENGTH_RETRIES",
+    "LLMRequestError",
+    "LLMStreamError",
     "LLMTruncatedError",
     "Reply",
     "call_copy",
@@ -34,6 +36,26 @@ __all__ = [
 
 class LLMTruncatedError(LLMOutputError):
     """A reply stopped by the length limit that could not be completed."""
+
+
+class LLMRequestError(RuntimeError):
+    """A request the server refused for what it is, which no retry or other mode can fix.
+
+    Attributes:
+        kind: ``model not found``, ``not authorised`` or ``context overflow``.
+    """
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind, str(self).split(": ", 1)[-1]))
+
+
+class LLMStreamError(ConnectionError):
+    """A stream that broke after part of its answer was shown (it cannot be asked again
+    without showing that part twice)."""
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from llama_index.llms.openai_like import OpenAILike
 from support import Delay, ScriptedLLM
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
-from llama_index_graphrag_ext.core.llm.calls import LLMCaller, call_copy
+from llama_index_graphrag_ext.core.llm.calls import LLMCaller, LLMRequestError, call_copy
 from llama_index_graphrag_ext.core.llm.parse import strip_reasoning
+from llama_index_graphrag_ext.core.llm.reasoning import ReasoningFilter
 from llama_index_graphrag_ext.core.llm.retry import RetryPolicy
 from llama_index_graphrag_ext.core.llm.steps import LLMFallbackError
-from llama_index_graphrag_ext.core.llm.streams import ReasoningFilter
 from llama_index_graphrag_ext.core.llm.usage import UsageMeter
 from llama_index_graphrag_ext.core.text.tokens import count_tokens
 
@@ -152,14 +152,17 @@ async def test_retryable_errors_are_retried(error, caplog):
 async def test_non_retryable_errors_fail_at_once(error):
     llm = ScriptedLLM([error, "never"])
     caller = LLMCaller(llm, retry=FAST)
-    with pytest.raises(type(error)):
+    refused = isinstance(error, Status) and error.status_code in (401, 403)
+    with pytest.raises(LLMRequestError if refused else type(error)) as raised:
         await caller.acomplete("p")
+    # A refusal no retry can fix is the suite's own error, the client's one its cause.
+    assert not refused or (raised.value.kind, raised.value.__cause__) == ("not authorised", error)
     assert llm.call_count == 1 and caller.meter.calls == 1 and caller.meter.retries == 0
 
 
 async def test_failure_for_good_is_counted_and_logged(caplog):
     caller = LLMCaller(ScriptedLLM([Status(401)]), retry=FAST, cache=LLMCache())
-    with caplog.at_level(logging.ERROR, logger=CALLS_LOG), pytest.raises(Status):
+    with caplog.at_level(logging.ERROR, logger=CALLS_LOG), pytest.raises(LLMRequestError):
         await caller.acomplete("p")
     assert caller.meter.failures == 1
     assert any(
@@ -266,7 +269,7 @@ async def test_amap_puts_exceptions_in_their_slots():
     caller = LLMCaller(llm, retry=FAST)
     out = await caller.amap(["one", "bad one", "three"], lambda p: caller.acomplete(p))
     assert out[0].text == out[2].text == "fine"
-    assert isinstance(out[1], Status)
+    assert isinstance(out[1], LLMRequestError) and isinstance(out[1].__cause__, Status)
 
 
 async def test_amap_lets_fallback_errors_through():
@@ -330,7 +333,7 @@ class SlowStream(ScriptedLLM):
 
 def test_stream_pieces_make_the_reply_and_the_second_time_come_from_cache():
     llm, cache = ScriptedLLM(["The capital of France is Paris."]), LLMCache()
-    caller = LLMCaller(llm, cache=cache, retry=FAST)
+    caller = LLMCaller(llm, cache=cache, retry=FAST, reasoning_budget=0)
     pieces = list(caller.stream("Capital?"))
     assert len(pieces) > 1 and "".join(pieces) == "The capital of France is Paris."
     assert caller.meter.calls == 1 and caller.meter.completion_tokens == 6
@@ -348,7 +351,8 @@ async def test_astream_retried_until_the_first_piece():
 
 def test_abandoned_stream_is_not_cached():
     cache = LLMCache()
-    caller = LLMCaller(SlowStream(default="unused"), cache=cache, retry=FAST)
+    # Declared not to reason: its stream is shown as it arrives from the first reply on.
+    caller = LLMCaller(SlowStream(default="unused"), cache=cache, retry=FAST, reasoning_budget=0)
     stream = caller.stream("p")
     assert next(stream) == "alpha "
     stream.close()

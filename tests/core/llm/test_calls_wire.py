@@ -15,10 +15,12 @@ from pydantic import BaseModel
 from support.wire import Fault, WireRequest, WireServer
 
 from llama_index_graphrag_ext.core.llm.cache import LLMCache
-from llama_index_graphrag_ext.core.llm.calls import LLMCaller
+from llama_index_graphrag_ext.core.llm.calls import LLMCaller, LLMRequestError
 from llama_index_graphrag_ext.core.llm.retry import RetryPolicy
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0, timeout=5.0)
+# What Ollama answers a model without tool support (vLLM and llama.cpp name tools too).
+NO_TOOLS = "registry.ollama.ai/library/gemma2:2b does not support tools"
 CALLS_LOG = "llama_index_graphrag_ext.core.llm.calls"
 
 
@@ -71,8 +73,9 @@ def test_wire_429_retry_after_is_honoured_by_the_one_retry_layer(server):
 def test_wire_401_is_tried_once(server):
     caller = LLMCaller(like(server), retry=FAST)
     server.inject(Fault(status=401))
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(LLMRequestError, match="not authorised") as raised:
         caller.complete("Capital?")
+    assert isinstance(raised.value.__cause__, openai.AuthenticationError)
     assert server.stats()["requests"] == 1 and caller.meter.failures == 1
 
 
@@ -142,7 +145,7 @@ def test_wire_structured_tool_call(server):
 
 def test_wire_server_rejecting_tools_switches_to_text_once(server, caplog):
     server.responder = city
-    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None))
+    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None, message=NO_TOOLS))
     caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
     with caplog.at_level(logging.WARNING, logger=CALLS_LOG):
         assert caller.structured("Capital?", Verdict).answer == "Paris"
@@ -159,7 +162,7 @@ def test_wire_server_rejecting_tools_switches_to_text_once(server, caplog):
 
 def test_wire_switch_to_text_is_not_a_failure(server):
     server.responder = city
-    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None))
+    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None, message=NO_TOOLS))
     caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
     assert caller.structured("Capital?", Verdict).answer == "Paris"
     assert caller.meter.failures == 0
