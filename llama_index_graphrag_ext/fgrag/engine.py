@@ -41,6 +41,7 @@ from ..core.llm import (
     parse_list,
     reason_of,
     run_sync,
+    strip_chatter,
 )
 from ..core.text import count_tokens, truncate_tokens
 from .config import FGRAGConfig
@@ -245,7 +246,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
             "entity": unit,
             "questions": questions,
             **expansion.as_evidence(),
-            "summary": summary.text.strip(),
+            "summary": strip_chatter(summary.text),
         }
 
     async def _amap(self, query: str, llm: LLMCaller) -> tuple[list[dict[str, Any]], list]:
@@ -308,7 +309,7 @@ class FGRAGQueryEngine(BaseQueryEngine):
                     context_str="\n\n".join(group), query_str=query
                 )
                 reply = await llm.acomplete(prompt, max_tokens=_SUMMARY_BUDGET)
-                return reply.text.strip()
+                return strip_chatter(reply.text)
 
             merged = await llm.amap(groups, merge, desc="FG-RAG reduce")
             failed = [m for m in merged if isinstance(m, BaseException)]
@@ -327,7 +328,9 @@ class FGRAGQueryEngine(BaseQueryEngine):
         answer = await llm.acomplete(prompt, max_tokens=_ANSWER_BUDGET, allow_cut=True)
         metadata = {"fgrag": maps, "reduce": reduce, "usage": meter.snapshot()}
         metadata["answer_cut"] = answer.finish_reason == "length"
-        return Response(response=answer.text.strip(), source_nodes=sources, metadata=metadata)
+        return Response(
+            response=strip_chatter(answer.text), source_nodes=sources, metadata=metadata
+        )
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         query = query_bundle.query_str

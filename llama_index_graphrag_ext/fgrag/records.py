@@ -97,6 +97,11 @@ def parse_extraction(
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(body)
         record = body[start:end].strip()
+        # A record ends with its line's closing parenthesis: what follows the last one
+        # ("Let me know if you need more.") is the model talking, not the description.
+        closed = re.search(r"\)[ \t]*\n", record)
+        if closed is not None:
+            record = record[: closed.start() + 1]
         if record.endswith(record_delimiter):
             record = record[: -len(record_delimiter)]
         record = record.strip().rstrip(",;").strip()

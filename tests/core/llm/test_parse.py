@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from llama_index_graphrag_ext.core.llm.parse import (
     LLMOutputError,
     find_items,
+    is_degenerate,
     is_refusal,
     is_unanswered,
     json_candidates,
@@ -17,6 +18,7 @@ from llama_index_graphrag_ext.core.llm.parse import (
     parse_json,
     parse_list,
     parse_yes_no,
+    strip_chatter,
     strip_label,
     strip_reasoning,
     validate_reply,
@@ -433,3 +435,73 @@ def test_a_list_is_kept_even_after_an_apologetic_preamble():
         "Ada Lovelace wrote the first program."
     ]
     assert not is_refusal("Sorrento is a town in Campania.")
+
+
+# --------------------------------------------------------------------------- an item is content
+
+
+@pytest.mark.parametrize(
+    ("reply", "items"),
+    [
+        # LLaMA-3 style: a preamble and a sign-off around unmarked lines.
+        (
+            "Here are the statements:\nAda was born in 1815.\nShe worked with Babbage.\n\n"
+            "I hope this helps!",
+            ["Ada was born in 1815.", "She worked with Babbage."],
+        ),
+        # GPT style: a marked list between chat lines.
+        (
+            "Sure! Here are the entities:\n- Felix Salten\n- Bambi\n\nLet me know if you need more.",
+            ["Felix Salten", "Bambi"],
+        ),
+        # A preamble without a colon, an unmarked list.
+        ("Here are the entities\nParis\nFrance", ["Paris", "France"]),
+        # Qwen style: a JSON array where lines were asked, one element per line.
+        (
+            '[\n"Journal of Psychotherapy Integration",\n"American Psychological Association",\n]',
+            ["Journal of Psychotherapy Integration", "American Psychological Association"],
+        ),
+        ('```json\n["Paris", "France"]\n```', ["Paris", "France"]),
+        ('{"entities": ["Paris", "France"]}', ["Paris", "France"]),
+        ('[{"name": "Paris"}, {"name": "France"}]', ["Paris", "France"]),
+        ("```\nParis\nFrance\n```", ["Paris", "France"]),
+        (
+            "1. Who wrote Bambi?\n2. When?\n(Note: the passage names one author.)",
+            ["Who wrote Bambi?", "When?"],
+        ),
+    ],
+)
+def test_parse_list_keeps_only_content(reply, items):
+    assert parse_list(reply) == items
+
+
+def test_parse_list_keeps_real_items_that_look_like_chat():
+    # Statements that begin with an interjection's word, or "The following", are content.
+    assert parse_list("Great Britain is an island.\nThe following year he moved.") == [
+        "Great Britain is an island.",
+        "The following year he moved.",
+    ]
+    # A bracketed list is not JSON.
+    assert parse_list("[Ada was born in 1815.]\n[She worked with Babbage.]") == [
+        "Ada was born in 1815.",
+        "She worked with Babbage.",
+    ]
+    assert parse_list("Bora Bora\nNew York, New York") == ["Bora Bora", "New York, New York"]
+
+
+def test_repetition_loops_are_not_items():
+    loop = " ".join(["New York"] * 30)
+    assert is_degenerate(loop) and is_degenerate("the " * 50) and is_degenerate("x" * 2000)
+    assert not is_degenerate("What is the birthplace of the author who wrote the novel Bambi?")
+    assert parse_list(f"1. {loop}\n2. Paris") == ["Paris"]
+
+
+def test_strip_chatter_keeps_the_content():
+    reply = (
+        "Sure! Here is the summary:\nAda wrote the first program. She worked with Babbage. "
+        "Let me know if you need anything else."
+    )
+    assert strip_chatter(reply) == "Ada wrote the first program. She worked with Babbage."
+    assert strip_chatter("Paris is the capital.\n\nI hope this helps!") == "Paris is the capital."
+    assert strip_chatter("Paris is the capital.") == "Paris is the capital."
+    assert strip_chatter("Let me know.") == "Let me know."  # nothing else would remain
