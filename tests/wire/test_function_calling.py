@@ -123,3 +123,106 @@ def test_only_a_400_that_names_tools_switches_to_text(server, caplog):
         (400, True),
         (200, False),
     ]
+
+
+# --------------------------------------------------------------------------- the components
+
+
+@pytest.fixture
+def split_server():
+    """``ModelReplies`` whose structured lists come split over two tool calls."""
+    from support.reasoning import SplitToolCalls
+    from support.replies import ModelReplies
+
+    srv = WireServer(SplitToolCalls(ModelReplies(), parts=2)).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+    if srv.errors:
+        raise srv.errors[0]
+
+
+@pytest.fixture
+def docs(musique_slice):
+    from llama_index_graphrag_ext.eval.data import load_benchmark
+
+    return load_benchmark(musique_slice).documents()[:4]
+
+
+def function_calling(server: WireServer) -> OpenAILike:
+    return OpenAILike(
+        model="wire-model",
+        api_base=server.base_url,
+        api_key=server.api_key,
+        is_chat_model=True,
+        is_function_calling_model=True,
+        context_window=16000,
+    )
+
+
+def split_calls(server: WireServer, task: str) -> list[int]:
+    """How many tool calls each answered ``task`` request got."""
+    return [r.text.count("\n") + 1 for r in server.log if r.task == task and r.status == 200]
+
+
+def test_qcg_keeps_the_pairs_of_every_tool_call(split_server, docs, bow_embed):
+    from llama_index_graphrag_ext.core.nodes import PassageParser
+    from llama_index_graphrag_ext.qcg import Doc2QueryGenerator, QueryCentricGraphIndex
+
+    llm = function_calling(split_server)
+    index = QueryCentricGraphIndex.from_documents(
+        docs,
+        transformations=[PassageParser()],
+        embed_model=bow_embed,
+        llm=llm,
+        generator=Doc2QueryGenerator(llm=llm, num_pairs=6, alpha=1.0),
+    )
+    assert split_calls(split_server, "doc2query") == [2] * len(docs)
+    stats = index.build_stats
+    assert stats["pairs_generated"] == 6 * len(docs) and stats["fallback_chunks"] == 0
+    assert index.llm_steps.record("doc2query").fallbacks == 0
+
+
+def test_cue_keeps_the_units_of_every_tool_call(split_server, docs, bow_embed):
+    from llama_index_graphrag_ext.core.nodes import PassageParser
+    from llama_index_graphrag_ext.cue import MultiPartiteIndex
+
+    index = MultiPartiteIndex.from_documents(
+        docs,
+        transformations=[PassageParser()],
+        embed_model=bow_embed,
+        llm=function_calling(split_server),
+        alpha=1.0,
+    )
+    assert all(n == 2 for n in split_calls(split_server, "units"))
+    written = {
+        u
+        for r in split_server.log
+        if r.task == "units"
+        for u in split_server.responder._units(r.request.prompt)["units"]
+    }
+    assert set(index.view().unit_texts) == written
+    assert index.stats()["extraction"]["chunks_fallback"] == 0
+
+
+def test_chainrag_keeps_every_sub_question_of_a_split_decomposition(split_server, bow_embed):
+    from llama_index.core.schema import Document
+
+    from llama_index_graphrag_ext.chainrag import SentenceGraphIndex
+    from llama_index_graphrag_ext.core.nodes import PassageParser
+
+    docs = [
+        Document(text="Felix Salten wrote the novel Bambi in 1923."),
+        Document(text="Pest is the birthplace of Felix Salten."),
+    ]
+    index = SentenceGraphIndex.from_documents(
+        docs, embed_model=bow_embed, transformations=[PassageParser()]
+    )
+    engine = index.as_query_engine(llm=function_calling(split_server))
+    response = engine.query("What is the birthplace of the author who wrote Bambi?")
+    assert split_calls(split_server, "decompose") == [2]
+    assert [s["original"] for s in response.metadata["chain"]] == [
+        "Which author wrote Bambi?",
+        "What is the birthplace of this author?",
+    ]

@@ -42,6 +42,9 @@ class _Answer:
 
     cut: bool = False
     target: dict | None = None  # the response's metadata, once the engine has it
+    # LlamaIndex's refine step reads a ValueError as "no structured response" and answers
+    # "Empty Response": the engine raises what the answer step raised instead.
+    error: BaseException | None = None
 
     def note(self, cut: bool) -> None:
         self.cut = self.cut or cut
@@ -58,6 +61,12 @@ def _note(cut: bool) -> None:
     answer = _ANSWER.get()
     if answer is not None:
         answer.note(cut)
+
+
+def _failed(exc: BaseException) -> None:
+    answer = _ANSWER.get()
+    if answer is not None and answer.error is None:
+        answer.error = exc
 
 
 class CallerLLM(CustomLLM):
@@ -91,7 +100,11 @@ class CallerLLM(CustomLLM):
         )
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        reply = self._caller.complete(prompt, allow_cut=True)
+        try:
+            reply = self._caller.complete(prompt, allow_cut=True)
+        except Exception as exc:
+            _failed(exc)
+            raise
         _note(reply.finish_reason == "length")
         return CompletionResponse(
             text=reply.text, additional_kwargs={"finish_reason": reply.finish_reason}
@@ -100,7 +113,11 @@ class CallerLLM(CustomLLM):
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
-        reply = await self._caller.acomplete(prompt, allow_cut=True)
+        try:
+            reply = await self._caller.acomplete(prompt, allow_cut=True)
+        except Exception as exc:
+            _failed(exc)
+            raise
         _note(reply.finish_reason == "length")
         return CompletionResponse(
             text=reply.text, additional_kwargs={"finish_reason": reply.finish_reason}
@@ -168,11 +185,41 @@ class AnswerEngine(RetrieverQueryEngine):
 
 
 def _flagged(response: Any, answer: _Answer) -> Any:
+    if answer.error is not None:
+        raise answer.error
     if getattr(response, "metadata", None) is None:
         response.metadata = {}
     answer.target = response.metadata
     answer.note(answer.cut)
+    # LlamaIndex's synthesizers ask for the stream only when it is read: read it with
+    # this query's answer in view, so that its end reaches the response's metadata.
+    pieces = getattr(response, "response_gen", None)
+    if hasattr(pieces, "__anext__"):
+        response.response_gen = _ain_view(pieces, answer)
+    elif pieces is not None:
+        response.response_gen = _in_view(pieces, answer)
     return response
+
+
+def _in_view(pieces: Iterator[Any], answer: _Answer) -> Iterator[Any]:
+    context = contextvars.copy_context()
+    context.run(_ANSWER.set, answer)
+    iterator = iter(pieces)
+    while True:
+        try:
+            piece = context.run(next, iterator)
+        except StopIteration:
+            return
+        yield piece
+
+
+async def _ain_view(pieces: Any, answer: _Answer) -> AsyncIterator[Any]:
+    token = _ANSWER.set(answer)
+    try:
+        async for piece in pieces:
+            yield piece
+    finally:
+        _ANSWER.reset(token)
 
 
 def answer_engine(

@@ -31,6 +31,7 @@ _OPENING = re.compile(r"<(" + "|".join(REASONING_TAGS) + r")>", re.IGNORECASE)
 _CLOSING = re.compile(r"</(" + "|".join(REASONING_TAGS) + r")>", re.IGNORECASE)
 _OPENINGS = tuple(f"<{tag}>" for tag in REASONING_TAGS)
 
+_RANK = {"none": 0, "tags": 1, "field": 2, "stray": 3}
 _LOCK = threading.Lock()
 _STYLES: dict[str, Style] = {}
 
@@ -62,21 +63,24 @@ def reasoning_text(response: Any) -> str:
 
 def style_of(raw: str, reasoning: str = "") -> Style | None:
     """How a reply shows its reasoning; ``None`` when it cannot tell (an empty reply)."""
+    opening, closing = _OPENING.search(raw or ""), _CLOSING.search(raw or "")
+    if closing is not None and (opening is None or closing.start() < opening.start()):
+        return "stray"
     if reasoning:
         return "field"
-    if _OPENING.search(raw or ""):
+    if opening is not None:
         return "tags"
-    if _CLOSING.search(raw or ""):
-        return "stray"
     return "none" if (raw or "").strip() else None
 
 
 def learn(fingerprint: str, style: Style | None) -> None:
-    """Remember how the model ``fingerprint`` reasons (a reasoning style wins over "none")."""
+    """Remember how the model ``fingerprint`` reasons. A style seen once stays: R1's stray
+    tag over any other (its streams must be held), any reasoning over none."""
     if style is None:
         return
     with _LOCK:
-        if style != "none" or fingerprint not in _STYLES:
+        known = _STYLES.get(fingerprint)
+        if known is None or _RANK[style] > _RANK[known]:
             _STYLES[fingerprint] = style
 
 

@@ -11,7 +11,7 @@ import json
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .protocol import CHAT_PATH, COMPLETIONS_PATH, WireReply, WireRequest, count_tokens, encoding
@@ -21,13 +21,15 @@ __all__ = ["Answer", "compose", "response_body", "stream_chunks"]
 
 @dataclass
 class Answer:
-    """The decided completion of one request: text, finish reason, usage, tool call."""
+    """The decided completion of one request: text, finish reason, usage, tool calls."""
 
     text: str
     finish_reason: str
     usage: dict
-    tool: tuple[str, str] | None  # (call id, function name) when answering with a tool call
+    tool: tuple[str, str] | None  # (first call id, function name) when answering with tools
     task: str | None
+    reasoning: str = ""
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (call id, arguments)
 
 
 def _tool_name(request: WireRequest) -> str:
@@ -46,17 +48,31 @@ def _pieces(text: str) -> list[str]:
     return re.findall(r"\S+\s*|\s+", text)
 
 
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _spend(text: str, budget: int | None) -> tuple[str, int, bool]:
+    """``text`` within ``budget`` tokens: ``(kept, tokens used, cut)``."""
+    tokens = encoding().encode(text, disallowed_special=())
+    if budget is not None and len(tokens) > budget:
+        return encoding().decode(tokens[: max(budget, 0)]), max(budget, 0), True
+    return text, len(tokens), False
+
+
 def compose(request: WireRequest, reply: WireReply, cut_at: int | None) -> Answer:
     fmt = (request.response_format or {}).get("type")
-    structured = reply.arguments is not None
-    calls = request.path == CHAT_PATH and request.tools and request.tool_choice != "none"
-    tool = (f"call_{uuid.uuid4().hex[:24]}", _tool_name(request)) if calls else None
-    if tool is not None and structured:
-        text, finish = json.dumps(reply.arguments), "tool_calls"
+    structured = reply.arguments is not None or reply.tool_calls is not None
+    tools = request.path == CHAT_PATH and request.tools and request.tool_choice != "none"
+    name = _tool_name(request) if tools else ""
+    payloads: list[str] = []
+    if tools and structured:
+        several = reply.tool_calls if reply.tool_calls is not None else [reply.arguments]
+        payloads, text, finish = [json.dumps(a) for a in several], "", "tool_calls"
     elif fmt in ("json_schema", "json_object") and structured:
         text, finish = json.dumps(reply.arguments), "stop"
     else:  # text, also when the request has tools but the reply no arguments
-        text, finish, tool = reply.text, "stop", None
+        text, finish = reply.text, "stop"
     finish = reply.finish_reason or finish
 
     # The prompt, plus the JSON of tools and schemas: real servers put those in
@@ -67,15 +83,33 @@ def compose(request: WireRequest, reply: WireReply, cut_at: int | None) -> Answe
     if fmt == "json_schema":
         prompt_tokens += count_tokens(json.dumps(request.response_format))
 
-    # max_tokens (or a fault's cut) stops the model mid-text, as a real one stops.
-    tokens = encoding().encode(text, disallowed_special=())
+    # max_tokens (or a fault's cut) stops the model mid-text, as a real one stops:
+    # reasoning first, then the content or the calls in order.
     limits = [n for n in (request.max_tokens, cut_at) if n is not None]
-    if limits and len(tokens) > max(min(limits), 0):
-        tokens = tokens[: max(min(limits), 0)]
-        text, finish = encoding().decode(tokens), "length"
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens)}
-    usage["total_tokens"] = prompt_tokens + len(tokens)
-    return Answer(text=text, finish_reason=finish, usage=usage, tool=tool, task=reply.task)
+    budget = min(limits) if limits else None
+    reasoning, used, cut = _spend(reply.reasoning or "", budget)
+    left = None if budget is None else budget - used
+    calls: list[tuple[str, str]] = []
+    if not cut:
+        for payload in payloads:
+            kept, spent, cut = _spend(payload, left)
+            calls.append((_call_id(), kept))
+            used, left = used + spent, None if left is None else left - spent
+            if cut:
+                break
+        if not payloads:
+            text, spent, cut = _spend(text, left)
+            used += spent
+    else:
+        text = ""
+    if cut:
+        finish = "length"
+    if calls:
+        text = "\n".join(args for _, args in calls)
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used}
+    usage["total_tokens"] = prompt_tokens + used
+    tool = (calls[0][0], name) if calls else None
+    return Answer(text, finish, usage, tool, reply.task, reasoning, calls)
 
 
 def _head(request: WireRequest, kind: str, model: str) -> dict:
@@ -85,23 +119,38 @@ def _head(request: WireRequest, kind: str, model: str) -> dict:
     return {**head, "created": int(time.time()), "model": model, "system_fingerprint": None}
 
 
-def response_body(request: WireRequest, answer: Answer, model: str) -> dict:
+def response_body(
+    request: WireRequest, answer: Answer, model: str, reasoning_field: str = "reasoning_content"
+) -> dict:
     if request.path == COMPLETIONS_PATH:
         choice: dict[str, Any] = {"text": answer.text, "index": 0, "logprobs": None}
         head = _head(request, "text_completion", model)
     else:
-        message: dict[str, Any] = {"role": "assistant", "content": answer.text, "refusal": None}
-        if answer.tool is not None:
-            function = {"name": answer.tool[1], "arguments": answer.text}
-            call = {"id": answer.tool[0], "type": "function", "function": function}
-            message.update(content=None, tool_calls=[call])
+        content = answer.text if (answer.text or not answer.reasoning) else None
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if answer.reasoning:
+            message[reasoning_field] = answer.reasoning
+        if answer.calls:
+            message.update(
+                content=None,
+                tool_calls=[
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": answer.tool[1], "arguments": args},
+                    }
+                    for cid, args in answer.calls
+                ],
+            )
         choice = {"index": 0, "message": message, "logprobs": None}
         head = _head(request, "chat.completion", model)
     choice["finish_reason"] = answer.finish_reason
     return {**head, "choices": [choice], "usage": answer.usage}
 
 
-def stream_chunks(request: WireRequest, answer: Answer, model: str) -> list[dict]:
+def stream_chunks(
+    request: WireRequest, answer: Answer, model: str, reasoning_field: str = "reasoning_content"
+) -> list[dict]:
     """The stream's chunks, all made up front (the reply is already decided)."""
     chat = request.path == CHAT_PATH
     head = _head(request, "chat.completion.chunk" if chat else "text_completion", model)
@@ -115,19 +164,20 @@ def stream_chunks(request: WireRequest, answer: Answer, model: str) -> list[dict
             out["usage"] = None
         return out
 
-    pieces = _pieces(answer.text)
     if not chat:
-        chunks = [chunk(p) for p in pieces] + [chunk("", answer.finish_reason)]
-    elif answer.tool is not None:  # the call's head, then its arguments in pieces
-        function = {"name": answer.tool[1], "arguments": ""}
-        call = {"index": 0, "id": answer.tool[0], "type": "function", "function": function}
-        chunks = [chunk({"role": "assistant", "content": None, "tool_calls": [call]})]
-        for p in pieces:
-            chunks.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}))
-        chunks.append(chunk({}, answer.finish_reason))
+        chunks = [chunk(p) for p in _pieces(answer.text)] + [chunk("", answer.finish_reason)]
     else:
         chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
-        chunks += [chunk({"content": p}) for p in pieces] + [chunk({}, answer.finish_reason)]
+        chunks += [chunk({reasoning_field: p}) for p in _pieces(answer.reasoning)]
+        for i, (cid, args) in enumerate(answer.calls):  # each call's head, then its arguments
+            function = {"name": answer.tool[1], "arguments": ""}
+            call = {"index": i, "id": cid, "type": "function", "function": function}
+            chunks.append(chunk({"tool_calls": [call]}))
+            for p in _pieces(args):
+                chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}))
+        if not answer.calls:
+            chunks += [chunk({"content": p}) for p in _pieces(answer.text)]
+        chunks.append(chunk({}, answer.finish_reason))
     if with_usage:
         chunks.append({**head, "choices": [], "usage": answer.usage})
     return chunks

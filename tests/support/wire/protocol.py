@@ -73,12 +73,19 @@ class WireReply:
         task: A label for the per-task counts of :meth:`WireServer.stats`.
         finish_reason: Normally ``None`` (the server decides); set it to force one,
             e.g. ``"length"`` to fake a truncation. A real cut always says ``"length"``.
+        reasoning: Reasoning sent apart from the content, as vLLM with a reasoning parser
+            sends it (``reasoning_content``). It comes first: it counts toward
+            ``max_tokens``, and a limit that ends inside it leaves ``content`` null.
+        tool_calls: Several tool calls in one reply, each element one call's arguments
+            (a request with ``tools`` only); a cut ends inside one call, drops the rest.
     """
 
     text: str = ""
     arguments: dict | list | None = None
     task: str | None = None
     finish_reason: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[dict | list] | None = None
 
 
 @dataclass
@@ -93,6 +100,8 @@ class Fault:
         match: Which requests it applies to (``None``: any).
         times: How many matching requests it applies to (``None``: no limit).
         message: The error message (default: what OpenAI says for that status).
+        reset_after: Break the connection of a streamed answer after this many chunks
+            (the client sees an incomplete stream).
     """
 
     status: int = 0
@@ -102,6 +111,7 @@ class Fault:
     match: Callable[[WireRequest], bool] | None = None
     times: int | None = 1
     message: str | None = None
+    reset_after: int | None = None
 
 
 @dataclass
@@ -126,6 +136,7 @@ class WireRecord:
     finish_reason: str | None = None
     task: str | None = None
     peer: str | None = None
+    reasoning: str | None = None
     _generation: int = field(default=0, repr=False)
 
 

@@ -82,6 +82,8 @@ class WireServer:
         api_key: The key clients must send as ``Authorization: Bearer <key>``.
         model: The model ``/v1/models`` lists (replies name the model requested).
         stream_delay: Seconds between streamed chunks.
+        reasoning_field: The message field reasoning is sent in (``reasoning_content``, as
+            vLLM sends it; newer vLLM sends ``reasoning``).
 
     Attributes:
         base_url: ``"http://127.0.0.1:PORT/v1"`` once started (``port`` holds PORT).
@@ -97,8 +99,10 @@ class WireServer:
         api_key: str = "sk-wire",
         model: str = "wire-model",
         stream_delay: float = 0.0,
+        reasoning_field: str = "reasoning_content",
     ) -> None:
         self.responder = responder or (lambda request: WireReply(text="OK"))
+        self.reasoning_field = reasoning_field
         self.api_key, self.model, self.stream_delay = api_key, model, stream_delay
         self.base_url, self.port = "", None
         self.log: list[WireRecord] = []
@@ -264,6 +268,7 @@ class WireServer:
             record.status = status
             if answer is not None:
                 record.text, record.usage = answer.text, answer.usage
+                record.reasoning = answer.reasoning or None
                 record.finish_reason, record.task = answer.finish_reason, answer.task
             if record._generation != self._generation:
                 return  # it arrived before a reset()
@@ -345,9 +350,10 @@ class WireServer:
         # Counted before sending: a client that has read the reply sees it in stats().
         self._finish(record, 200, answer)
         if wreq.stream:
-            chunks = stream_chunks(wreq, answer, self.model)
-            return StreamingResponse(self._sse(chunks), media_type="text/event-stream")
-        return JSONResponse(response_body(wreq, answer, self.model))
+            chunks = stream_chunks(wreq, answer, self.model, self.reasoning_field)
+            reset = fault.reset_after if fault is not None else None
+            return StreamingResponse(self._sse(chunks, reset), media_type="text/event-stream")
+        return JSONResponse(response_body(wreq, answer, self.model, self.reasoning_field))
 
     async def _call_responder(self, request: WireRequest) -> WireReply:
         # In a worker thread: a responder that blocks does not stall other requests.
@@ -362,8 +368,12 @@ class WireServer:
             raise TypeError(f"the responder returned {type(result).__name__}, not a WireReply")
         return result
 
-    async def _sse(self, chunks: list[dict]) -> Any:
+    async def _sse(self, chunks: list[dict], reset_after: int | None = None) -> Any:
         for i, chunk in enumerate(chunks):
+            if reset_after is not None and i >= reset_after:
+                # Raising in the body after it started makes uvicorn drop the connection:
+                # the client reads an incomplete chunked body, as after a real reset.
+                raise ConnectionResetError("wire fault: connection reset mid-stream")
             if i and self.stream_delay:
                 await _sleep(self.stream_delay, self._wake)
             yield f"data: {json.dumps(chunk)}\n\n"
