@@ -145,7 +145,9 @@ def test_wire_structured_tool_call(server):
 
 def test_wire_server_rejecting_tools_switches_to_text_once(server, caplog):
     server.responder = city
-    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None, message=NO_TOOLS))
+    server.inject(
+        Fault(status=400, match=lambda r: r.tools is not None, times=None, message=NO_TOOLS)
+    )
     caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
     with caplog.at_level(logging.WARNING, logger=CALLS_LOG):
         assert caller.structured("Capital?", Verdict).answer == "Paris"
@@ -162,7 +164,9 @@ def test_wire_server_rejecting_tools_switches_to_text_once(server, caplog):
 
 def test_wire_switch_to_text_is_not_a_failure(server):
     server.responder = city
-    server.inject(Fault(status=400, match=lambda r: r.tools is not None, times=None, message=NO_TOOLS))
+    server.inject(
+        Fault(status=400, match=lambda r: r.tools is not None, times=None, message=NO_TOOLS)
+    )
     caller = LLMCaller(like(server, is_function_calling_model=True), retry=FAST)
     assert caller.structured("Capital?", Verdict).answer == "Paris"
     assert caller.meter.failures == 0
