@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from ..core.llm import (
     LLMCaller,
     LLMChoice,
-    LLMOutputError,
+    LLMFallbackError,
     LLMSettings,
     LLMSteps,
     UsageMeter,
@@ -178,8 +178,10 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
                 check = await llm.acomplete(
                     self._fmt(self.glean_check_prompt, history=history), max_tokens=32
                 )
-            except LLMOutputError as exc:  # the extraction stands; only gleaning stops
-                logger.debug("FG-RAG gleaning check unusable (%s); gleaning stops", exc)
+            except LLMFallbackError:
+                raise
+            except Exception as exc:  # the extraction stands; only gleaning stops
+                logger.debug("FG-RAG gleaning check failed (%s); gleaning stops", exc)
                 self._count(glean_checks_failed=1)
                 break
             if not parse_yes_no(check.text):
@@ -187,8 +189,10 @@ class FGRAGExtractor(TransformComponent, LLMSettings):
             more_prompt = self._fmt(self.glean_continue_prompt, history=history)
             try:
                 more = await llm.acomplete(more_prompt, max_tokens=budget)
-            except LLMOutputError as exc:
-                logger.debug("FG-RAG gleaning reply unusable (%s); gleaning stops", exc)
+            except LLMFallbackError:
+                raise
+            except Exception as exc:
+                logger.debug("FG-RAG gleaning reply failed (%s); gleaning stops", exc)
                 self._count(glean_checks_failed=1)
                 break
             self._count(gleaning_rounds=1)

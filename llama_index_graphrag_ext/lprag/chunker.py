@@ -24,6 +24,7 @@ from pydantic import Field, PrivateAttr
 
 from ..core.llm import (
     LLMChoice,
+    LLMOutputError,
     LLMSettings,
     LLMSteps,
     UsageMeter,
@@ -202,7 +203,8 @@ class LLMAtomicChunker(NodeParser, LLMSettings, PromptMixin):
         for row, answer in enumerate(answers):
             items = []
             if isinstance(answer, BaseException):
-                stats["failures"] += 1
+                # An empty reply is an unusable answer, not a failed call.
+                stats["failures"] += type(answer) is not LLMOutputError
                 reasons.append(reason_of(answer))
             elif answer is not None:
                 items = parse_bracketed_items(answer, min_chars=self.min_chars)

@@ -126,6 +126,10 @@ class FaultyLLM:
         last = self.fates[prompt][-1]
         return last if last in ("ok", "junk") else "failed"
 
+    def junk_of(self, prompt: str) -> str:
+        """The junk answer a prompt whose outcome is ``junk`` got last."""
+        return self.junk[(len(self.fates[prompt]) - 1) % len(self.junk)]
+
     def ok_prompts(self) -> set[str]:
         return {p for p in self.fates if self.outcome(p) == "ok"}
 
@@ -383,9 +387,12 @@ def test_fgrag_extraction_survives_faults_and_resumes_from_the_cache(hash_embed,
     extract_prompts = [p for p in faulty.fates if "Answer with one word" not in p]
     unusable = sum(faulty.outcome(p) != "ok" for p in extract_prompts)
     check_prompts = [p for p in faulty.fates if "Answer with one word" in p]
-    # A chunk falls back when its extraction, or its gleaning check, fails for good.
-    failed_checks = sum(faulty.outcome(p) == "failed" for p in check_prompts)
-    assert extractor.stats["fallback_chunks"] == unusable + failed_checks
+    # A chunk falls back when its extraction fails for good; a gleaning check that fails
+    # (an error, or an empty reply) only ends the gleaning: the extraction stands.
+    empty = {p for p in check_prompts if faulty.outcome(p) == "junk" and not faulty.junk_of(p)}
+    failed_checks = sum(faulty.outcome(p) == "failed" for p in check_prompts) + len(empty)
+    assert extractor.stats["fallback_chunks"] == unusable
+    assert extractor.stats.get("glean_checks_failed", 0) == failed_checks
     assert extractor.usage.failures == faulty.count("failed")
     assert extractor.usage.retries == faulty.retried()
     assert index.stats()["chunks"] == len(DOCS)
@@ -393,8 +400,9 @@ def test_fgrag_extraction_survives_faults_and_resumes_from_the_cache(hash_embed,
     rerun_llm, clean_llm = healthy_llm(fgrag_answer), healthy_llm(fgrag_answer)
     rerun, rerun_ex = fgrag_index(rerun_llm, cache, hash_embed)
     clean, _ = fgrag_index(clean_llm, None, hash_embed)
-    # A junk YES/NO check reads as NO and is cached like any answer: it was answered.
-    junk_checks = {p for p in check_prompts if faulty.outcome(p) == "junk"}
+    # A junk YES/NO check reads as NO and is cached like any answer: it was answered
+    # (an empty one is no answer: asked again).
+    junk_checks = {p for p in check_prompts if faulty.outcome(p) == "junk"} - empty
     check_resume(faulty, rerun_llm, clean_llm, faulty.ok_prompts() | junk_checks)
     assert rerun_ex.stats["fallback_chunks"] == 0
     assert fgrag_entities(rerun) == fgrag_entities(clean)
