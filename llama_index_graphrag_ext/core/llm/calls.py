@@ -21,7 +21,14 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from .cache import LLMCache, cache_key, llm_fingerprint
 from .loop import on_suite_loop, run_sync
 from .parse import LLMOutputError, strip_reasoning
-from .reasoning import REASONING_ROOM, known_style, learn, reasoning_text, style_of
+from .reasoning import (
+    REASONING_ROOM,
+    known_style,
+    learn,
+    prior_style,
+    reasoning_text,
+    style_of,
+)
 from .resolve import accepts_max_tokens, describe_llm, structured_mode
 from .retry import RetryPolicy, refusal_of
 from .steps import LLMFallbackError
@@ -88,6 +95,7 @@ class LLMCaller(StructuredCalls, StreamCalls):
         self.reasoning_budget = reasoning_budget
         self._target = call_copy(llm, self.retry)
         self._fingerprint = llm_fingerprint(llm)
+        learn(self._fingerprint, prior_style(llm))
         self._sized = accepts_max_tokens(llm)
         self._ceiling = output_ceiling(llm)
         # Bound to a loop on first use: the suite's loop, the only one it serves.

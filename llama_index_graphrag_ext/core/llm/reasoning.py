@@ -84,6 +84,16 @@ def learn(fingerprint: str, style: Style | None) -> None:
             _STYLES[fingerprint] = style
 
 
+#: Clients of hosted APIs that never put reasoning in the content (their reasoning models
+#: keep it hidden or in blocks of their own): their streams are shown from the start.
+HOSTED_CLIENTS = frozenset({"OpenAI", "AzureOpenAI", "Anthropic", "GoogleGenAI", "Gemini"})
+
+
+def prior_style(llm: Any) -> Style | None:
+    """What is known of ``llm``'s reasoning before its first reply (its client's API)."""
+    return "none" if type(llm).__name__ in HOSTED_CLIENTS else None
+
+
 def known_style(fingerprint: str) -> Style | None:
     """What :func:`learn` saw of the model, ``None`` before its first usable reply."""
     with _LOCK:
