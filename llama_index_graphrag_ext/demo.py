@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from llama_index.core import get_response_synthesizer
 from llama_index.core.llms import LLM
 
 from .core.defaults import describe_embed_model, resolve_embed_model
-from .core.llm import choose_llm, count_llm_calls
+from .core.llm import LLMOutputError, choose_llm, count_llm_calls
+from .core.llm.answering import answering
 from .core.nodes import EVIDENCE_KEY
 from .core.prompts import SHORT_ANSWER_PROMPT
 from .eval.data import load_benchmark
@@ -102,10 +102,8 @@ def run_demo(
     the_llm = choice.llm
     print(f"Embedder: {describe_embed_model(embed_model)}", file=out)
     print(f"LLM: {choice.describe()} ({choice.tier})", file=out)
-    synthesizer = (
-        get_response_synthesizer(
-            llm=the_llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT
-        )
+    synthesize = (
+        answering(the_llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT)
         if the_llm is not None
         else None
     )
@@ -140,11 +138,7 @@ def run_demo(
                 else:
                     _, results = system.retrieve(q.question)
                     results = results[:top_k]
-                    answer = (
-                        str(synthesizer.synthesize(q.question, nodes=results)).strip()
-                        if synthesizer is not None
-                        else "(no LLM: retrieval only)"
-                    )
+                    answer = _answer(synthesize, q.question, results)
                 for rank, result in enumerate(results, 1):
                     node = result.node
                     title = node.metadata.get("title") or node.ref_doc_id
@@ -170,3 +164,13 @@ def run_demo(
     )
     summary.update(seconds=elapsed, llm_calls=calls, llm_tokens=tokens)
     return summary
+
+
+def _answer(synthesize: Any, question: str, results: list) -> str:
+    """The answer step's reply, or what went wrong with it (said, never an empty answer)."""
+    if synthesize is None:
+        return "(no LLM: retrieval only)"
+    try:
+        return str(synthesize(question, results)).strip()
+    except LLMOutputError as exc:
+        return f"(no answer: {exc})"

@@ -32,7 +32,14 @@ from llama_index.core.llms import LLM
 from tqdm.auto import tqdm
 
 from ..core.defaults import describe_embed_model, resolve_embed_model
-from ..core.llm import UsageMeter, count_llm_calls, describe_llm, fallback_share, resolve_llm
+from ..core.llm import (
+    LLMOutputError,
+    UsageMeter,
+    count_llm_calls,
+    describe_llm,
+    fallback_share,
+    resolve_llm,
+)
 from .data import Benchmark, Question, load_benchmark
 from .metrics import (
     accuracy,
@@ -114,16 +121,19 @@ class RunConfig:
 
 
 def _answer_with_synthesis(llm: LLM) -> Callable[[str, list], str]:
-    from llama_index.core import get_response_synthesizer
-
+    from ..core.llm.answering import answering
     from ..core.prompts import SHORT_ANSWER_PROMPT
 
-    synthesizer = get_response_synthesizer(
-        llm=llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT
-    )
+    synthesize = answering(llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT)
+    failures: list[str] = []
 
     def answer(question: str, results: list) -> str:
-        return str(synthesizer.synthesize(question, nodes=results[:ANSWER_TOP_K]))
+        try:
+            return str(synthesize(question, results[:ANSWER_TOP_K]))
+        except LLMOutputError as exc:  # scored as a wrong answer, never silently
+            failures.append(str(exc))
+            logger.warning("answer %d failed (%s): scored as wrong", len(failures), exc)
+            return ""
 
     return answer
 

@@ -33,7 +33,7 @@ from pydantic import PrivateAttr
 
 from .calls import LLMCaller
 
-__all__ = ["AnswerEngine", "CallerLLM", "answer_engine"]
+__all__ = ["AnswerEngine", "CallerLLM", "answer_engine", "answering"]
 
 
 @dataclass
@@ -234,3 +234,26 @@ def answer_engine(
         return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
     caller = (settings or LLMSettings()).new_caller(llm)
     return AnswerEngine.from_args(retriever, llm=CallerLLM(caller), **kwargs)
+
+
+def answering(llm: Any, settings: Any = None, **kwargs: Any) -> Any:
+    """``synthesize(question, nodes) -> Response``: LlamaIndex's synthesizer (``kwargs``:
+    ``response_mode``, ``text_qa_template``, ...) answering through a caller of ``llm``,
+    ``metadata["answer_cut"]`` set, and what the answer step raised raised."""
+    from llama_index.core import get_response_synthesizer
+
+    from .settings import LLMSettings
+
+    caller = (settings or LLMSettings()).new_caller(llm)
+    synthesizer = get_response_synthesizer(llm=CallerLLM(caller), **kwargs)
+
+    def synthesize(question: str, nodes: list) -> Any:
+        answer = _Answer()
+        token = _ANSWER.set(answer)
+        try:
+            response = synthesizer.synthesize(question, nodes=nodes)
+        finally:
+            _ANSWER.reset(token)
+        return _flagged(response, answer)
+
+    return synthesize
