@@ -78,6 +78,9 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     parent.mkdir(parents=True, exist_ok=True)
     recover(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    # mkdtemp makes a private folder (0700); the index is written as the user's umask says,
+    # so a folder meant to be shared can be read by the others it is shared with.
+    tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
         _fsync_tree(tmp)
@@ -93,6 +96,12 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def recover(target: str | os.PathLike) -> bool:

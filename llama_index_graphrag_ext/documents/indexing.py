@@ -23,7 +23,8 @@ from .collection import (
     write_collection,
 )
 from .errors import UserError
-from .reading import ReadFile, Reading, discover, read_files
+from .reading import ReadFile, Reading, Skipped, discover, read_files
+from .terminal import safe_print
 
 
 @dataclass
@@ -118,8 +119,34 @@ def _chunk(method, llm, size: int, overlap: int, folder: Path, docs, show: bool,
         steps = {}
     else:
         steps = method.spec.parser_steps(parser)
-    nodes = run_transformations(docs, [parser], show_progress=show)
-    return nodes, type(parser).__name__, steps
+    try:
+        nodes = run_transformations(docs, [parser], show_progress=show)
+    except Exception:  # one document the parser cannot take must not stop the others
+        nodes, failed = _chunk_each(parser, docs)
+        if not nodes and failed:
+            raise
+        return nodes, type(parser).__name__, steps, failed
+    return nodes, type(parser).__name__, steps, []
+
+
+def _chunk_each(parser, docs) -> tuple[list, list[Skipped]]:
+    """Chunk ``docs`` one by one: the documents the parser fails on are skipped with why
+    (e.g. a sentence splitter's regular-expression time limit on a huge text)."""
+    nodes, failed = [], []
+    for doc in docs:
+        try:
+            nodes.extend(run_transformations([doc], [parser]))
+        except Exception as exc:
+            reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+            failed.append(Skipped(doc.doc_id, f"could not be chunked: {reason}"))
+    return nodes, failed
+
+
+def _without(reading: Reading, failed: list[Skipped]) -> None:
+    """Move the files the chunker could not take from ``reading.files`` to its skipped."""
+    gone = {f.path for f in failed}
+    reading.files = [r for r in reading.files if r.path not in gone]
+    reading.skipped.extend(failed)
 
 
 def _record_files(collection: Collection, files: list[ReadFile], nodes) -> None:
@@ -132,6 +159,22 @@ def _record_files(collection: Collection, files: list[ReadFile], nodes) -> None:
             "chunks": counts.get(read.path, 0),
             "pages": read.pages,
         }
+        if read.encoding is not None:
+            collection.files[read.path]["encoding"] = read.encoding
+        if read.undecodable:
+            collection.files[read.path]["undecodable"] = read.undecodable
+
+
+def _report_decoding(reading: Reading, say) -> None:
+    """Files read from another encoding than UTF-8, and characters that could not be read."""
+    for read in reading.files:
+        if read.encoding not in (None, "utf-8", "utf-8-sig"):
+            say(f"  {read.path}: read as {read.encoding}")
+        if read.undecodable:
+            say(
+                f"warning: {read.path}: {read.undecodable} undecodable character(s) "
+                "replaced by U+FFFD"
+            )
 
 
 def _outside(files: list[Path], folder: Path) -> list[Path]:
@@ -141,13 +184,14 @@ def _outside(files: list[Path], folder: Path) -> list[Path]:
 
 
 def _report_skipped(reading: Reading, say) -> None:
+    _report_decoding(reading, say)
     if reading.skipped:
         say(f"skipped {len(reading.skipped)} file(s):")
         for item in reading.skipped:
             say(f"  {item.path}: {item.reason}")
 
 
-def run_index(req: IndexRequest, say=print) -> int:
+def run_index(req: IndexRequest, say=safe_print) -> int:
     """Build (``--out``) or update (``--update``) an index; returns the exit status."""
     if req.update:
         return _update(req, say)
@@ -179,7 +223,12 @@ def run_index(req: IndexRequest, say=print) -> int:
     started = time.perf_counter()
     docs = [read.document() for read in reading.files]
     with llm_progress(req.show_progress and llm is not None) as meter:
-        nodes, parser, steps = _chunk(method, llm, size, overlap, folder, docs, req.show_progress)
+        nodes, parser, steps, failed = _chunk(
+            method, llm, size, overlap, folder, docs, req.show_progress
+        )
+        if failed:
+            _without(reading, failed)
+            _report_skipped(Reading([], failed), say)
         if not nodes:
             raise UserError("the files gave no chunk to index")
         index = methods.build(
@@ -256,9 +305,15 @@ def _update(req: IndexRequest, say) -> int:
         nodes = []
         if docs:
             size, overlap = collection.chunking["chunk_size"], collection.chunking["chunk_overlap"]
-            nodes, _, _ = _chunk(
+            nodes, _, _, failed = _chunk(
                 method, llm, size, overlap, folder, docs, req.show_progress, index=index
             )
+            if failed:
+                gone = {f.path for f in failed}
+                added = [r for r in added if r.path not in gone]
+                changed = [r for r in changed if r.path not in gone]
+                reading.skipped.extend(failed)
+                _report_skipped(Reading([], failed), say)
             if nodes:
                 index.insert_nodes(nodes)
     _record_files(collection, added + changed, nodes)

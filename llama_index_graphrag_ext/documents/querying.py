@@ -15,6 +15,7 @@ from .collection import METHOD_DIR, Collection, index_dir, read_collection
 from .errors import UserError
 from .indexing import make_embedder
 from .reading import page_of
+from .terminal import printable, safe_print
 
 #: Metadata a chunk carries from its file (everything else a retriever added is evidence).
 FILE_KEYS = frozenset({"file_path", "file_name", "title"})
@@ -64,7 +65,7 @@ def run_query(
     as_json: bool = False,
     stream: bool = False,
     provider: str | None = None,
-    say=print,
+    say=safe_print,
 ) -> int:
     """Answer ``question`` from the index in ``folder`` (or only retrieve, ``answer=False``)."""
     if not question.strip():
@@ -92,7 +93,7 @@ def run_query(
             pieces = []
             for piece in response.response_gen:
                 pieces.append(piece)
-                sys.stdout.write(piece)
+                sys.stdout.write(printable(piece))
                 sys.stdout.flush()
             say("")
             text = "".join(pieces)
@@ -146,7 +147,7 @@ def _snippet(text: str, limit: int = 240) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def run_info(folder: str, as_json: bool = False, say=print) -> int:
+def run_info(folder: str, as_json: bool = False, say=safe_print) -> int:
     """Describe the index in ``folder``: method, settings, tiers, fallbacks, sizes, LLM usage."""
     collection = read_collection(folder)
     methods.resolve(collection.method, collection.options)  # still a known method

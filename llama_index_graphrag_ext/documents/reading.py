@@ -32,6 +32,11 @@ SUPPORTED = TEXT_EXTENSIONS + RICH_EXTENSIONS
 PAGE_BREAK = "\n\n"
 
 
+#: Longer texts are skipped (listed and counted): one file must not stop a whole folder,
+#: and 16 million characters is already a day of embedding on a laptop's CPU.
+MAX_TEXT_CHARS = 16_000_000
+
+
 @dataclass
 class ReadFile:
     """One file read into one document's text."""
@@ -41,6 +46,9 @@ class ReadFile:
     text: str
     #: ``[start_char, page label]`` of each page (empty for one-page formats).
     pages: list[list[Any]] = field(default_factory=list)
+    #: How a plain-text file was decoded, and how many characters could not be.
+    encoding: str | None = None
+    undecodable: int = 0
 
     def document(self) -> Document:
         """The file as a LlamaIndex ``Document`` whose id is its path."""
@@ -95,7 +103,7 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = ()) -> list[Path]:
             raise UserError(f"{raw}: no such file or folder")
         if path.is_file():
             if not any(path.match(glob) for glob in exclude):
-                found.append(path.resolve())
+                found.append(_resolved(path))
             continue
         try:
             reader = SimpleDirectoryReader(
@@ -103,8 +111,83 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = ()) -> list[Path]:
             )
         except ValueError as exc:  # "No files found in ..."
             raise UserError(f"{raw}: the folder holds no file to index") from exc
-        found.extend(Path(p).resolve() for p in reader.input_files)
+        found.extend(_resolved(Path(p)) for p in reader.input_files)
     return sorted(dict.fromkeys(found))
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` resolved; a symlink loop as it is (reading it then fails, listed and counted)."""
+    try:
+        return path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return path.absolute()
+
+
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def decode(data: bytes) -> tuple[str, str, int]:
+    """``(text, encoding, undecodable characters)`` of a plain-text file's bytes.
+
+    A byte-order mark decides; else UTF-8 when the bytes are UTF-8; else the
+    encoding ``charset-normalizer`` finds likeliest (Latin-1, Windows-1252,
+    UTF-16 without a mark, ...). Bytes that still do not decode become U+FFFD
+    and are counted, never dropped silently.
+    """
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+    if encoding is None:
+        try:
+            return data.decode("utf-8"), "utf-8", 0
+        except UnicodeDecodeError:
+            encoding = _legacy_encoding(data)
+    text = data.decode(encoding, errors="replace")
+    return text, encoding, text.count("\ufffd") - _replacement_chars(data, encoding)
+
+
+# charset-normalizer tells Western single-byte encodings apart poorly on short texts (a
+# German Latin-1 file comes back as mac_iceland): any of them is read as Windows-1252,
+# the superset of Latin-1 that most such files are written in.
+_WESTERN = frozenset(
+    [
+        "cp1252",
+        "cp1250",
+        "cp1254",
+        "cp1257",
+        "latin_1",
+        "iso8859_1",
+        "iso8859_2",
+        "iso8859_9",
+        "iso8859_15",
+        "mac_roman",
+        "mac_iceland",
+        "mac_latin2",
+        "mac_turkish",
+        "cp437",
+        "cp850",
+        "cp858",
+    ]
+)
+
+
+def _legacy_encoding(data: bytes) -> str:
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    if best is None or best.encoding in _WESTERN or best.coherence < 0.2:
+        return "cp1252"
+    return best.encoding
+
+
+def _replacement_chars(data: bytes, encoding: str) -> int:
+    """U+FFFD characters the file itself holds (not decoding errors)."""
+    mark = "\ufffd".encode(encoding.replace("-sig", ""), errors="ignore")
+    return data.count(mark) if mark else 0
 
 
 def sha256_of(path: Path) -> str:
@@ -145,10 +228,15 @@ def read_files(
         if known.get(key) == digest:
             unchanged.append(key)
             continue
+        encoding, undecodable = None, 0
         try:
-            docs = SimpleDirectoryReader.load_file(
-                path, lambda _p: {}, extractor, raise_on_error=True
-            )
+            if ext in TEXT_EXTENSIONS:
+                text, encoding, undecodable = decode(path.read_bytes())
+                docs = [Document(text=text)]
+            else:
+                docs = SimpleDirectoryReader.load_file(
+                    path, lambda _p: {}, extractor, raise_on_error=True
+                )
         except Exception as exc:  # any reader's failure: skipped and listed, never fatal
             cause = exc.__cause__ or exc  # the reader's own error, under the loader's wrapper
             text = str(cause).strip()
@@ -160,8 +248,18 @@ def read_files(
             reading.skipped.append(Skipped(key, f"unreadable: {reason}"))
             continue
         read = _join(key, digest, docs)
+        read.encoding, read.undecodable = encoding, undecodable
         if not read.text.strip():
             reading.skipped.append(Skipped(key, "no text in it"))
+            continue
+        if len(read.text) > MAX_TEXT_CHARS:
+            reading.skipped.append(
+                Skipped(
+                    key,
+                    f"too long: {len(read.text):,} characters (the limit is "
+                    f"{MAX_TEXT_CHARS:,}); split it into smaller files",
+                )
+            )
             continue
         reading.files.append(read)
     return reading, unchanged

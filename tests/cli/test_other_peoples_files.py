@@ -1,0 +1,143 @@
+"""Other people's files: encodings, a file too long, one the chunker cannot take, symlink
+loops, terminal escapes, and index folders written with the user's umask."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from llama_index_graphrag_ext.cli import main
+from llama_index_graphrag_ext.documents import indexing, reading
+from llama_index_graphrag_ext.documents.reading import decode
+
+EMBED = ["--embed-model", "hash:384", "--quiet"]
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding", "read_as"),
+    [
+        ("Le café Müller à Zürich est ouvert.", "latin-1", "cp1252"),
+        ("Der Bäcker verkauft frisches Brot in München.", "cp1252", "cp1252"),
+        ("Grüße aus Zürich, das Café am See.", "utf-16", "utf-16"),
+        ("naïve café", "utf-8-sig", "utf-8-sig"),
+        ("Привет, как дела? Это тестовый файл на русском языке.", "cp1251", "cp1251"),
+        ("plain ASCII", "utf-8", "utf-8"),
+    ],
+)
+def test_text_is_decoded_in_its_own_encoding(text, encoding, read_as):
+    assert decode(text.encode(encoding)) == (text, read_as, 0)
+
+
+def test_undecodable_bytes_are_counted_not_dropped():
+    text, encoding, undecodable = decode(b"\xef\xbb\xbf" + "café".encode() + b" \xff end")
+    assert (text, encoding, undecodable) == ("café \ufffd end", "utf-8-sig", 1)
+    data = b"\xff\xfe" + "ok ".encode("utf-16-le") + b"\x00\xd8"  # a lone surrogate
+    text, encoding, undecodable = decode(data)
+    assert encoding == "utf-16" and undecodable == 1 and text.startswith("ok")
+
+
+def test_accented_words_of_latin1_and_utf16_files_are_found(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "cafe.txt").write_bytes("Le café Müller à Zürich sert du chocolat.".encode("latin-1"))
+    (docs / "gruss.txt").write_bytes("Grüße aus Köln: die Bäckerei öffnet früh.".encode("utf-16"))
+    (docs / "plain.md").write_text("Nothing accented in this one at all.\n")
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    said = capsys.readouterr().out
+    assert "cafe.txt: read as cp1252" in said and "gruss.txt: read as utf-16" in said
+    files = json.loads((out / "index" / "collection.json").read_text())["files"]
+    encodings = {Path(p).name: f.get("encoding") for p, f in files.items()}
+    assert encodings == {"cafe.txt": "cp1252", "gruss.txt": "utf-16", "plain.md": "utf-8"}
+    for word, name in (("Müller Zürich", "cafe.txt"), ("Bäckerei Köln", "gruss.txt")):
+        assert main(["query", str(out), word, "--json", "--no-answer", "--top-k", "1"]) == 0
+        hit = json.loads(capsys.readouterr().out)["passages"][0]
+        assert hit["file"].endswith(name) and word.split()[0] in hit["text"]
+
+
+def test_a_file_too_long_is_skipped_and_the_rest_indexed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(reading, "MAX_TEXT_CHARS", 10_000)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "huge.txt").write_text("word " * 5_000)  # 25,000 characters
+    (docs / "small.txt").write_text("Marie Curie studied radioactivity in Paris.\n")
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    said = capsys.readouterr().out
+    assert "huge.txt: too long: 25,000 characters" in said
+    assert "indexed 1 file(s)" in said
+    collection = json.loads((out / "index" / "collection.json").read_text())
+    assert [Path(s["path"]).name for s in collection["skipped"]] == ["huge.txt"]
+
+
+def test_a_file_the_chunker_cannot_take_is_skipped_and_the_rest_indexed(
+    tmp_path, capsys, monkeypatch
+):
+    real = indexing.run_transformations
+
+    def splitter(docs, transformations, **kwargs):  # as nltk's 5 s regex limit fails
+        if any("TRAP" in d.text for d in docs):
+            raise TimeoutError("regular-expression match exceeded its 5.0s time limit")
+        return real(docs, transformations, **kwargs)
+
+    monkeypatch.setattr(indexing, "run_transformations", splitter)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "trap.txt").write_text("TRAP " * 100)
+    (docs / "a.txt").write_text("Marie Curie studied radioactivity in Paris.\n")
+    (docs / "b.txt").write_text("Pierre Curie was a French physicist.\n")
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    said = capsys.readouterr().out
+    assert "trap.txt: could not be chunked: regular-expression match exceeded" in said
+    assert "indexed 2 file(s)" in said
+    files = json.loads((out / "index" / "collection.json").read_text())["files"]
+    assert sorted(Path(p).name for p in files) == ["a.txt", "b.txt"]
+
+
+def test_a_symlink_loop_is_listed_never_the_end_of_the_run(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Marie Curie studied radioactivity in Paris.\n")
+    os.symlink(docs / "loop2.txt", docs / "loop1.txt")
+    os.symlink(docs / "loop1.txt", docs / "loop2.txt")
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    said = capsys.readouterr().out
+    assert "loop1.txt: unreadable" in said and "loop2.txt: unreadable" in said
+    assert "indexed 1 file(s)" in said
+
+
+def test_control_characters_are_shown_never_obeyed(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    hostile = "Marie Curie \x1b[2J\x1b]0;pwned\x07 studied \x9b31m radioactivity."
+    (docs / "curie.txt").write_text(hostile)
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    capsys.readouterr()
+    assert main(["query", str(out), "radioactivity", "--no-answer", "--top-k", "1"]) == 0
+    said = capsys.readouterr().out
+    assert "\x1b" not in said and "\x07" not in said and "\x9b" not in said
+    assert "\\u001b[2J" in said
+    assert main(["query", str(out), "radioactivity", "--no-answer", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "\x1b[2J" in data["passages"][0]["text"]  # the JSON keeps the text, escaped
+
+
+def test_index_folders_follow_the_users_umask(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Marie Curie studied radioactivity in Paris.\n")
+    out = tmp_path / "idx"
+    old = os.umask(0o022)
+    try:
+        assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((out / "index").stat().st_mode)
+    assert mode == 0o755
