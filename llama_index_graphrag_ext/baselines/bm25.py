@@ -13,6 +13,7 @@ from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeWithSc
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from ..core.compact_store import compact_docstore
+from ..core.config import top_k_of
 from ..core.embeddings import top_k_of_scores
 from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
 from ..core.text import tokenize
@@ -45,8 +46,7 @@ class BM25Retriever(BaseRetriever):
         b: float = 0.75,
         callback_manager: CallbackManager | None = None,
     ) -> None:
-        if similarity_top_k <= 0:
-            raise ValueError("similarity_top_k must be positive")
+        similarity_top_k = top_k_of(similarity_top_k, 5)
         self._docstore = compact_docstore()
         self._ids: list[str] = []  # row -> node id
         self._bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")

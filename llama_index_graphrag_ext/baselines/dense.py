@@ -14,6 +14,7 @@ from llama_index.core.storage.storage_context import DEFAULT_VECTOR_STORE
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
 from ..core.compact_store import compact_storage_context
+from ..core.config import top_k_of
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
@@ -110,8 +111,7 @@ class DenseRetriever(BaseRetriever):
         similarity_top_k: int = 5,
         callback_manager: CallbackManager | None = None,
     ) -> None:
-        if similarity_top_k <= 0:
-            raise ValueError("similarity_top_k must be positive")
+        similarity_top_k = top_k_of(similarity_top_k, 5)
         self._inner = index.as_retriever(similarity_top_k=similarity_top_k)
         self.similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager)

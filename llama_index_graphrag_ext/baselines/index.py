@@ -29,10 +29,10 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from pydantic import Field
 
 from ..core.compact_store import compact_storage_context
-from ..core.config import MethodConfig, Preset, Section
+from ..core.config import MethodConfig, Preset, Section, top_k_of
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
-from ..core.nodes import with_evidence
+from ..core.nodes import require_query, with_evidence
 from ..core.persist import read_json, write_json
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
@@ -115,7 +115,7 @@ class _Baseline:
         from ..core.llm import choose_llm
         from ..core.llm.answering import answer_engine
 
-        top_k = kwargs.pop("similarity_top_k", 5)
+        top_k = top_k_of(kwargs.pop("similarity_top_k", None), 5)
         return answer_engine(self.as_retriever(top_k), choose_llm(llm).llm, **kwargs)
 
 
@@ -195,6 +195,7 @@ class DenseIndex(_Baseline):
         return len(self.index.index_struct.nodes_dict)
 
     def as_retriever(self, similarity_top_k: int = 5, **_: Any) -> DenseRetriever:
+        similarity_top_k = top_k_of(similarity_top_k, 5)
         if self.config.retrieval.nodes == "sentences":
             # A passage's sentences come in runs: ask for several per passage wanted.
             similarity_top_k *= self.config.retrieval.sentences_per_passage
@@ -246,6 +247,7 @@ class BM25Index(_Baseline):
         return len(self.docstore.docs)
 
     def as_retriever(self, similarity_top_k: int = 5, **_: Any) -> BM25Retriever:
+        similarity_top_k = top_k_of(similarity_top_k, 5)
         nodes = list(self.docstore.docs.values())
         if not nodes:
             raise ValueError("the bm25 index holds no chunk")
@@ -272,6 +274,7 @@ class HybridIndex(DenseIndex):
         return nodes
 
     def as_retriever(self, similarity_top_k: int = 5, **_: Any):
+        similarity_top_k = top_k_of(similarity_top_k, 5)
         from llama_index.core.llms import MockLLM
         from llama_index.core.retrievers import QueryFusionRetriever
         from llama_index.retrievers.bm25 import BM25Retriever as LlamaIndexBM25
@@ -310,7 +313,9 @@ class _RankEvidence(BaseRetriever):
         ]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)  # as every retriever
         return self._wrap(self._inner.retrieve(query_bundle))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        require_query(query_bundle.query_str, query_bundle.embedding)
         return self._wrap(await self._inner.aretrieve(query_bundle))

@@ -11,6 +11,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..core.config import top_k_of
 from ..core.nodes import require_query, with_evidence
 from .config import ChainRAGConfig
 from .search import Gathered, SearchState, SentenceSearch, describe_sentence
@@ -44,8 +45,7 @@ class SentenceGraphRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         **overrides: Any,
     ) -> None:
-        if similarity_top_k <= 0:
-            raise ValueError("similarity_top_k must be positive")
+        similarity_top_k = top_k_of(similarity_top_k, 10)
         base = index.config if config is None else ChainRAGConfig.resolve(config)
         self.config = base.at_query_time(overrides, "retrieval")
         self.params = self.config.retrieval

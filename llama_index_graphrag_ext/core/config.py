@@ -43,6 +43,28 @@ class Preset:
     base: str | None = None
 
 
+def top_k_of(value: Any, default: int | None = None) -> int | None:
+    """``similarity_top_k`` as every retriever reads it: the number of passages returned.
+
+    ``None`` is ``default``; an integral float or a numeric string is read as its
+    integer (as LlamaIndex's pydantic settings would); anything else, or less than 1,
+    is a ``ValueError`` with one message for every method.
+    """
+    if value is None:
+        return default
+    number = value
+    if (
+        isinstance(value, str)
+        and value.strip().isdigit()
+        or isinstance(value, float)
+        and value.is_integer()
+    ):
+        number = int(value)
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"similarity_top_k must be a whole number >= 1, got {value!r}")
+    return number
+
+
 class ConfigError(ValueError):
     """A preset or setting a method does not have, or a value it does not accept."""
 

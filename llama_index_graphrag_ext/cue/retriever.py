@@ -19,6 +19,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import BaseModel, Field
 from spacy.lang.en.stop_words import STOP_WORDS
 
+from ..core.config import top_k_of
 from ..core.embeddings import embed_query, embed_texts, top_k_of_scores
 from ..core.llm import (
     LLMCaller,
@@ -120,7 +121,7 @@ class QIterRetriever(BaseRetriever):
                 "lexical_weight applies to the default embedding scorer, not reranker="
             )
         if similarity_top_k is not None:
-            overrides["N"] = similarity_top_k
+            overrides["N"] = top_k_of(similarity_top_k)
         base = index.config if config is None else CUEConfig.resolve(config)
         self.config = base.at_query_time(overrides)
         self.params = params = self.config.retrieval

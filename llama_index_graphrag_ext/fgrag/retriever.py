@@ -17,6 +17,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..core.config import top_k_of
 from ..core.embeddings import embed_query, embed_texts
 from ..core.nodes import require_query, with_evidence
 from ..core.text import load_spacy, normalize_entity, parsing
@@ -81,8 +82,7 @@ class FGRAGRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         **overrides: Any,
     ) -> None:
-        if similarity_top_k <= 0:
-            raise ValueError(f"similarity_top_k must be > 0, got {similarity_top_k}")
+        similarity_top_k = top_k_of(similarity_top_k, 10)
         base = index.config if config is None else FGRAGConfig.resolve(config)
         self.config = base.at_query_time(overrides)
         super().__init__(callback_manager=callback_manager)

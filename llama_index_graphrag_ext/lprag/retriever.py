@@ -21,6 +21,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..core.config import top_k_of
 from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from .config import STANDARDIZED, LPRAGConfig
@@ -64,8 +65,7 @@ class LinkPredictionRetriever(BaseRetriever):
         self.params = self.config.retrieval
         if similarity_top_k is None and self.params.tau is None:
             raise ValueError("set similarity_top_k, tau or both")
-        if similarity_top_k is not None and similarity_top_k <= 0:
-            raise ValueError("similarity_top_k must be > 0")
+        similarity_top_k = top_k_of(similarity_top_k)  # None: no cap, tau alone
         self._index = index
         self.similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager or index._callback_manager)

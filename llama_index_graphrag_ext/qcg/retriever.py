@@ -26,6 +26,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..core.config import top_k_of
 from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
@@ -197,7 +198,7 @@ class QCGRetriever(BaseRetriever):
         **overrides: Any,
     ) -> None:
         if similarity_top_k is not None:
-            overrides["K"] = similarity_top_k
+            overrides["K"] = top_k_of(similarity_top_k)
         base = index.config if config is None else QCGConfig.resolve(config)
         self.config = base.at_query_time(overrides)
         self.params = self.config.retrieval
