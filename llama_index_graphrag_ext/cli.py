@@ -183,6 +183,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         options=_parse_sets(args.set),
         embed_model=args.embed_model,
         show_progress=not args.quiet,
+        wait=args.wait,
     )
     return run_index(request)
 
@@ -239,6 +240,13 @@ def _add_document_commands(sub) -> None:
         "--embed-model",
         default="default",
         help="'default' (the embedded MiniLM) or 'hash:<dim>' (a near-free stand-in for trials)",
+    )
+    index.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="another run is writing DIR: wait this long for it (default: fail at once)",
     )
     index.add_argument("--quiet", action="store_true", help="no progress bars")
     index.set_defaults(func=_documents(cmd_index))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.persist import MANIFEST, atomic_dir, read_json, recover, write_json
+from ..core.persist import MANIFEST, atomic_dir, read_json, write_json
 from .errors import UserError
 
 #: Version of ``collection.json``; bump when the layout changes.
@@ -77,8 +77,14 @@ def read_collection(folder: str | Path) -> Collection:
         raise UserError(f"{folder}: no such folder")
     if not folder.is_dir():
         raise UserError(f"{folder} is a file, not an index folder")
-    recover(index_dir(folder))
+    # A reader never restores anything (a writer's swap may be in flight): only the next
+    # writer, under its lock, puts back an index whose swap was interrupted.
     path = index_dir(folder) / COLLECTION_FILE
+    if not path.is_file() and (folder / f".{INDEX_DIR}.old").is_dir():
+        raise UserError(
+            f"{folder} is being updated (or an update was killed): try again in a moment; "
+            "the next `graphrag-ext index --update` restores it"
+        )
     if not path.is_file():
         if (folder / MANIFEST).is_file():
             kind = read_json(folder / MANIFEST).get("kind", "?")

@@ -23,6 +23,7 @@ from .collection import (
     write_collection,
 )
 from .errors import UserError
+from .lock import writer_lock
 from .reading import ReadFile, Reading, Skipped, discover, read_files
 from .terminal import safe_print
 
@@ -42,6 +43,7 @@ class IndexRequest:
     options: dict[str, str] = field(default_factory=dict)
     embed_model: str = "default"
     show_progress: bool = True
+    wait: float = 0.0
 
 
 def make_embedder(spec: str):
@@ -192,11 +194,20 @@ def _report_skipped(reading: Reading, say) -> None:
 
 
 def run_index(req: IndexRequest, say=safe_print) -> int:
-    """Build (``--out``) or update (``--update``) an index; returns the exit status."""
-    if req.update:
-        return _update(req, say)
-    if not req.method or not req.out:
+    """Build (``--out``) or update (``--update``) an index; returns the exit status.
+
+    One writer at a time per folder (:mod:`.lock`): the whole run holds the lock.
+    """
+    if not req.update and not (req.method and req.out):
         raise UserError("index needs --method NAME and --out DIR (or --update DIR)")
+    folder = Path(req.update or req.out)
+    if req.update and not folder.is_dir():
+        read_collection(folder)  # its message: no such folder, or not an index folder
+    with writer_lock(folder, index_dir(folder), req.wait):
+        return _update(req, say) if req.update else _build(req, say)
+
+
+def _build(req: IndexRequest, say) -> int:
     folder = Path(req.out)
     method = methods.resolve(req.method, req.options)
     if (index_dir(folder) / "collection.json").is_file():

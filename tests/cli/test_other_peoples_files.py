@@ -141,3 +141,82 @@ def test_index_folders_follow_the_users_umask(tmp_path, capsys):
         os.umask(old)
     mode = stat.S_IMODE((out / "index").stat().st_mode)
     assert mode == 0o755
+
+
+# --------------------------------------------------------------------------- one writer at a time
+
+
+def _corpus(root: Path, names: list[str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (root / f"{name}.txt").write_text(f"{name.capitalize()} is a document about {name}.\n")
+    return root
+
+
+def test_a_second_writer_is_refused_with_a_clear_message(tmp_path, capsys):
+    from filelock import FileLock
+
+    from llama_index_graphrag_ext.documents.lock import LOCK_FILE
+
+    docs = _corpus(tmp_path / "docs", ["alpha", "beta"])
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    capsys.readouterr()
+    with FileLock(str(out / LOCK_FILE)):  # another writer at work
+        assert main(["index", str(docs), "--update", str(out), *EMBED]) == 2
+        assert "being written by another graphrag-ext index run" in capsys.readouterr().err
+        # Readers are never blocked.
+        assert main(["query", str(out), "alpha", "--no-answer", "--json"]) == 0
+
+
+def test_two_concurrent_updates_lose_nothing(tmp_path, capsys):
+    import threading
+
+    docs_a = _corpus(tmp_path / "a", ["alpha"])
+    out = tmp_path / "idx"
+    assert main(["index", str(docs_a), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    # Each update indexes the folder plus one new file; both must land.
+    _corpus(tmp_path / "a", ["beta"])
+    results: list[int] = []
+
+    def update() -> None:
+        results.append(main(["index", str(docs_a), "--update", str(out), "--wait", "60", *EMBED]))
+
+    threads = [threading.Thread(target=update) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [0, 0]
+    collection = json.loads((out / "index" / "collection.json").read_text())
+    assert sorted(Path(p).name for p in collection["files"]) == ["alpha.txt", "beta.txt"]
+    actions = [h["action"] for h in collection["history"]]
+    assert actions[0] == "built" and actions.count("updated") == 1  # the second had nothing to do
+
+
+def test_leftovers_of_killed_writers_are_cleaned_by_the_next_one(tmp_path, capsys):
+    docs = _corpus(tmp_path / "docs", ["alpha"])
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    (out / ".index.tmp-killed").mkdir()
+    (out / ".index.tmp-killed" / "half.json").write_text("{")
+    stale = out / ".index.old"
+    stale.mkdir()
+    _corpus(tmp_path / "docs", ["beta"])
+    assert main(["index", str(docs), "--update", str(out), *EMBED]) == 0
+    assert not (out / ".index.tmp-killed").exists() and not stale.exists()
+
+
+def test_a_reader_never_restores_an_interrupted_swap(tmp_path, capsys):
+    docs = _corpus(tmp_path / "docs", ["alpha"])
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    (out / "index").rename(out / ".index.old")  # a writer between its two renames
+    capsys.readouterr()
+    assert main(["query", str(out), "alpha", "--no-answer"]) == 2
+    assert "is being updated" in capsys.readouterr().err
+    assert not (out / "index").exists()  # the reader left the writer's swap alone
+    _corpus(tmp_path / "docs", ["beta"])
+    assert main(["index", str(docs), "--update", str(out), *EMBED]) == 0  # restored, updated
+    files = json.loads((out / "index" / "collection.json").read_text())["files"]
+    assert sorted(Path(p).name for p in files) == ["alpha.txt", "beta.txt"]
