@@ -13,6 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.config import top_k_of
 from ..core.nodes import require_query, with_evidence
+from ..core.rwlock import reading
 from .config import ChainRAGConfig
 from .search import Gathered, SearchState, SentenceSearch, describe_sentence
 
@@ -66,9 +67,12 @@ class SentenceGraphRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         require_query(query_bundle.query_str, query_bundle.embedding)
-        state = self.search_state(query_bundle.query_str, _bundle_vector(query_bundle))
-        params = self.params
-        return chunks_from_state(self.index, state, self.similarity_top_k, params.rank, params.fill)
+        with reading(self.index):
+            state = self.search_state(query_bundle.query_str, _bundle_vector(query_bundle))
+            params = self.params
+            return chunks_from_state(
+                self.index, state, self.similarity_top_k, params.rank, params.fill
+            )
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # CPU work: off the caller's loop.

@@ -48,6 +48,7 @@ from .index_persist import PersistedIndex
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
 from .persist import SuiteIndexList
+from .rwlock import ReadWriteLock
 from .vectors import MatrixSearch, RowSearcher, StoreTables
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         #: Which LLM and tier each LLM step used, and its fallbacks (persisted).
         self.llm_steps = llm_steps if llm_steps is not None else LLMSteps(type(self).__name__)
         self._lock = threading.RLock()
+        self._rw = ReadWriteLock()  # insert/delete against retrievals (core/rwlock.py)
         self._store_tables = (
             StoreTables(vector_store, vector_namespace or self.index_kind)
             if vector_store is not None
@@ -309,8 +311,12 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
             self._sync_store()
         return struct
 
+    def reading(self):
+        """Hold for one retrieval: no insert or delete runs until it ends (many readers may)."""
+        return self._rw.reading()
+
     def _insert(self, nodes: Sequence[BaseNode], **kwargs: Any) -> None:
-        with self._lock:
+        with self._rw.writing(), self._lock:
             present = set(self._index_struct.nodes)
             new = [n for n in _unique(nodes) if n.node_id not in present]
             if len(new) < len(nodes):
@@ -326,7 +332,7 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         self, node_ids: list[str], delete_from_docstore: bool = False, **kwargs: Any
     ) -> None:
         """Remove chunks (unknown ids are ignored) in one batch."""
-        with self._lock:
+        with self._rw.writing(), self._lock:
             present = set(self._index_struct.nodes)
             gone = [i for i in dict.fromkeys(node_ids) if i in present]
             if gone:
@@ -346,7 +352,8 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         self, ref_doc_id: str, delete_from_docstore: bool = True, **kwargs: Any
     ) -> None:
         """Remove a document's chunks (and, by default, the docstore's copy)."""
-        super().delete_ref_doc(ref_doc_id, delete_from_docstore=delete_from_docstore, **kwargs)
+        with self._rw.writing():
+            super().delete_ref_doc(ref_doc_id, delete_from_docstore=delete_from_docstore, **kwargs)
 
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:

@@ -31,6 +31,7 @@ from ..core.llm import (
     writes_json,
 )
 from ..core.nodes import require_query, with_evidence
+from ..core.rwlock import reading
 from ..core.text import extract_entities, load_spacy, normalize_entity
 from .config import CUEConfig
 from .prompts import QUERY_ENTITY_PROMPT
@@ -368,6 +369,10 @@ class QIterRetriever(BaseRetriever):
     # -------------------------------------------------------------- entrances
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        with reading(self._index):
+            return self._retrieve_in(query_bundle)
+
+    def _retrieve_in(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         view = self._index.view()
         query = require_query(query_bundle.query_str)
         if not view.unit_ids:

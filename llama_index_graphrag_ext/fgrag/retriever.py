@@ -20,6 +20,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.config import top_k_of
 from ..core.embeddings import embed_query, embed_texts
 from ..core.nodes import require_query, with_evidence
+from ..core.rwlock import reading
 from ..core.text import load_spacy, normalize_entity, parsing
 from .config import FGRAGConfig
 from .expansion import Expansion, expand_many
@@ -236,7 +237,8 @@ class FGRAGRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = require_query(query_bundle.query_str)
-        return self.rank_chunks(self.expand(query), query)
+        with reading(self._index):
+            return self.rank_chunks(self.expand(query), query)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._retrieve, query_bundle)

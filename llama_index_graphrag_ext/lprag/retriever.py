@@ -14,6 +14,7 @@ query's attachments keep the pooled vector the model was trained on.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.config import top_k_of
 from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
+from ..core.rwlock import reading
 from .config import STANDARDIZED, LPRAGConfig
 
 #: Scale of the cosine prior: the decoder's initial cosine scale.
@@ -75,14 +77,19 @@ class LinkPredictionRetriever(BaseRetriever):
         vector = query_bundle.embedding
         if vector is None:
             vector = embed_query(self._index.embed_model, query_bundle.query_str)
-        return self._rank(np.asarray(vector, np.float32))
+        with reading(self._index):
+            return self._rank(np.asarray(vector, np.float32))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         require_query(query_bundle.query_str, query_bundle.embedding)
         vector = query_bundle.embedding
         if vector is None:
             vector = await aembed_query(self._index.embed_model, query_bundle.query_str)
-        return self._rank(np.asarray(vector, np.float32))
+        return await asyncio.to_thread(self._ranked, np.asarray(vector, np.float32))
+
+    def _ranked(self, vector: np.ndarray) -> list[NodeWithScore]:
+        with reading(self._index):
+            return self._rank(vector)
 
     def scores(self, query: str) -> dict[str, float]:
         """Link probability of the query to every chunk, by chunk id (0 where not scored)."""

@@ -30,6 +30,7 @@ from ..core.config import top_k_of
 from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
+from ..core.rwlock import reading
 from ..core.search import RowSearcher
 from .config import QCGConfig, QCGRetrieval
 from .graph import QueryLayer
@@ -310,13 +311,15 @@ class QCGRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         require_query(query_bundle.query_str, query_bundle.embedding)
-        layer = self._index.layer  # one consistent snapshot
-        if len(layer) == 0:
-            return []
-        vector = query_bundle.embedding
-        if vector is None:
-            vector = embed_query(self._index.embed_model, query_bundle.query_str)
-        return self._results(layer, np.asarray(vector, dtype=np.float32), query_bundle.query_str)
+        with reading(self._index):
+            layer = self._index.layer  # one consistent snapshot
+            if len(layer) == 0:
+                return []
+            vector = query_bundle.embedding
+            if vector is None:
+                vector = embed_query(self._index.embed_model, query_bundle.query_str)
+            vector = np.asarray(vector, dtype=np.float32)
+            return self._results(layer, vector, query_bundle.query_str)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # CPU work: off the caller's loop.
