@@ -178,9 +178,16 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """Read JSON written by :func:`write_json`."""
+    """Read JSON written by :func:`write_json`.
+
+    Raises:
+        IndexFormatError: The file is not JSON (damaged); the message names it.
+    """
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+        try:
+            return json.load(fh)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise IndexFormatError(f"{path} is damaged ({type(exc).__name__}: {exc})") from exc
 
 
 def write_arrays(path: str | os.PathLike, **arrays: np.ndarray) -> None:
@@ -190,6 +197,15 @@ def write_arrays(path: str | os.PathLike, **arrays: np.ndarray) -> None:
 
 
 def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read arrays written by :func:`write_arrays`."""
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    """Read arrays written by :func:`write_arrays`.
+
+    Raises:
+        IndexFormatError: The file is not such an archive (damaged); the message names it.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # BadZipFile, a cut member, pickled data refused, ...
+        raise IndexFormatError(f"{path} is damaged ({type(exc).__name__}: {exc})") from exc

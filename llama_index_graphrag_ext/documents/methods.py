@@ -19,6 +19,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.schema import BaseNode
 
 from ..core.config import ConfigError, MethodConfig
+from ..core.persist import IndexFormatError
 from ..core.spec import Chunking, MethodSpec, make_config, parse_method_name, with_cache
 from ..specs import get_spec
 from .errors import UserError
@@ -90,8 +91,22 @@ def build(
 
 
 def load(method: Method, folder: Path, embed_model: BaseEmbedding, llm: LLM | None) -> Any:
-    """Load the index :func:`build` made (its config is the one stored with it)."""
-    return method.spec.load(folder, embed_model=embed_model, llm=llm)
+    """Load the index :func:`build` made (its config is the one stored with it).
+
+    Raises:
+        UserError: The index cannot be loaded: one line naming the folder (and the file,
+            where the reader knows it) and how to rebuild, never a traceback.
+    """
+    try:
+        return method.spec.load(folder, embed_model=embed_model, llm=llm)
+    except Exception as exc:
+        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+        if not isinstance(exc, (IndexFormatError, FileNotFoundError)):
+            detail = f"{type(exc).__name__}: {detail}"
+        raise UserError(
+            f"{folder}: the index cannot be loaded: {detail}. Rebuild it with "
+            f"`graphrag-ext index PATH... --method {method.name} --out DIR`"
+        ) from exc
 
 
 def sizes(index: Any) -> dict[str, Any]:

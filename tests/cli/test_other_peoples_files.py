@@ -220,3 +220,25 @@ def test_a_reader_never_restores_an_interrupted_swap(tmp_path, capsys):
     assert main(["index", str(docs), "--update", str(out), *EMBED]) == 0  # restored, updated
     files = json.loads((out / "index" / "collection.json").read_text())["files"]
     assert sorted(Path(p).name for p in files) == ["alpha.txt", "beta.txt"]
+
+
+# --------------------------------------------------------------------------- damaged indexes
+
+
+@pytest.mark.parametrize("method", ["bm25", "cue", "chainrag", "qcg"])
+def test_every_damaged_file_gets_one_line_naming_it(tmp_path, capsys, method):
+    docs = _corpus(tmp_path / "docs", ["alpha", "beta", "gamma"])
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", method, "--out", str(out), *EMBED]) == 0
+    pristine = {p: p.read_bytes() for p in (out / "index" / "method").rglob("*") if p.is_file()}
+    for path, data in pristine.items():
+        path.write_bytes(data[: len(data) // 2] + b"\x00garbage")  # cut and scribbled over
+        capsys.readouterr()
+        status = main(["query", str(out), "alpha", "--no-answer", "--json"])
+        err = capsys.readouterr().err
+        path.write_bytes(data)
+        if status == 0:
+            continue  # a file the query does not read (or reads past the damage)
+        assert status == 2, (path.name, err)
+        assert "Traceback" not in err and err.count("\n") <= 2, err
+        assert "cannot be loaded" in err or "damaged" in err, err
