@@ -19,7 +19,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `support` as a script
 
-from llama_index.llms.openai_like import OpenAILike  # noqa: E402
 
 from llama_index_graphrag_ext.chainrag import SentenceGraphIndex  # noqa: E402
 from llama_index_graphrag_ext.core.nodes import PassageParser  # noqa: E402
@@ -104,14 +103,8 @@ def run(name: str, client: str, style: str, docs, question: str) -> dict[str, An
         else SplitToolCalls(ModelReplies(), parts=2)
     )
     with WireServer(responder) as server:
-        llm = OpenAILike(
-            model="wire-model",
-            api_base=server.base_url,
-            api_key=server.api_key,
-            is_chat_model=True,
-            is_function_calling_model=client == "function-calling",
-            context_window=16000,
-            timeout=30.0,
+        llm = server.openai_like(
+            is_function_calling_model=client == "function-calling", timeout=30.0
         )
         index, built, ledgers = COMPONENTS[name](docs, llm, BagOfWordsEmbedding())
         engine = index.as_query_engine(llm=llm)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from llama_index.llms.openai_like import OpenAILike
 from pydantic import BaseModel
 from support.wire import Fault, WireReply, WireServer
 
@@ -46,14 +45,7 @@ def server():
 
 
 def client(server: WireServer) -> LLMCaller:
-    llm = OpenAILike(
-        model="wire-model",
-        api_base=server.base_url,
-        api_key=server.api_key,
-        is_chat_model=True,
-        is_function_calling_model=True,
-    )
-    caller = LLMCaller(llm, retry=FAST)
+    caller = LLMCaller(server.openai_like(is_function_calling_model=True), retry=FAST)
     assert caller.mode == "function_calling"
     return caller
 
@@ -150,15 +142,8 @@ def docs(musique_slice):
     return load_benchmark(musique_slice).documents()[:4]
 
 
-def function_calling(server: WireServer) -> OpenAILike:
-    return OpenAILike(
-        model="wire-model",
-        api_base=server.base_url,
-        api_key=server.api_key,
-        is_chat_model=True,
-        is_function_calling_model=True,
-        context_window=16000,
-    )
+def function_calling(server: WireServer):
+    return server.openai_like(is_function_calling_model=True)
 
 
 def split_calls(server: WireServer, task: str) -> list[int]:

@@ -72,15 +72,7 @@ def chatty(request):
 
 
 def client(server):
-    from llama_index.llms.openai_like import OpenAILike
-
-    return OpenAILike(
-        model="wire-model",
-        api_base=server.base_url,
-        api_key=server.api_key,
-        is_chat_model=True,
-        context_window=16000,
-    )
+    return server.openai_like()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import logging
 
 import pytest
 from llama_index.core.schema import Document
-from llama_index.llms.openai_like import OpenAILike
 from support.reasoning import ReasoningModel
 from support.replies import ModelReplies
 from support.wire import Fault, WireReply, WireServer
@@ -59,15 +58,8 @@ def server(request):
         raise srv.errors[0]
 
 
-def client(server) -> OpenAILike:
-    return OpenAILike(
-        model="wire-model",
-        api_base=server.base_url,
-        api_key=server.api_key,
-        is_chat_model=True,
-        context_window=16000,
-        timeout=10.0,
-    )
+def client(server):
+    return server.openai_like(timeout=10.0)
 
 
 def build(cls, embed, **kwargs):

@@ -7,6 +7,7 @@
 | :mod:`.settings` | the settings every LLM-using component shares (concurrency, retries, time-out, cache, ``on_llm_failure``) |
 | :mod:`.calls` (:mod:`.structured`, :mod:`.streams`, :mod:`.target`) | `LLMCaller`: retries, structured output, length limits, cache, streams, concurrency |
 | :mod:`.reasoning` | how each model shows its reasoning (learned), and the stream filter |
+| :mod:`.lists` | line lists and free text: preambles, sign-offs, fences, JSON arrays and loops are not content |
 | :mod:`.parse` | reading replies as real models write them (reasoning, fences, wrappers, yes/no) |
 | :mod:`.retry` | which errors are retried and how long to wait (tenacity) |
 | :mod:`.loop` | the one event loop every LLM call runs on |
@@ -22,18 +23,16 @@ Example:
 
 from .cache import LLMCache, cache_key, llm_fingerprint
 from .calls import LLMCaller, LLMTruncatedError, Reply, call_copy
+from .lists import is_degenerate, parse_list, strip_chatter
 from .loop import on_suite_loop, run_sync, suite_loop
 from .parse import (
     LLMOutputError,
     find_items,
-    is_degenerate,
     is_refusal,
     is_unanswered,
     parse_answer,
     parse_json,
-    parse_list,
     parse_yes_no,
-    strip_chatter,
     strip_label,
     strip_reasoning,
     validate_reply,

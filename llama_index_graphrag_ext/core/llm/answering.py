@@ -15,6 +15,7 @@ A plain ``RetrieverQueryEngine(retriever, synthesizer)`` over
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -63,10 +64,23 @@ def _note(cut: bool) -> None:
         answer.note(cut)
 
 
-def _failed(exc: BaseException) -> None:
-    answer = _ANSWER.get()
-    if answer is not None and answer.error is None:
-        answer.error = exc
+@contextlib.contextmanager
+def _recorded() -> Iterator[None]:
+    """What the answer step raises is also kept for the engine (see :attr:`_Answer.error`)."""
+    try:
+        yield
+    except Exception as exc:
+        answer = _ANSWER.get()
+        if answer is not None and answer.error is None:
+            answer.error = exc
+        raise
+
+
+def _response(reply: Any) -> CompletionResponse:
+    _note(reply.finish_reason == "length")
+    return CompletionResponse(
+        text=reply.text, additional_kwargs={"finish_reason": reply.finish_reason}
+    )
 
 
 class CallerLLM(CustomLLM):
@@ -100,28 +114,14 @@ class CallerLLM(CustomLLM):
         )
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        try:
-            reply = self._caller.complete(prompt, allow_cut=True)
-        except Exception as exc:
-            _failed(exc)
-            raise
-        _note(reply.finish_reason == "length")
-        return CompletionResponse(
-            text=reply.text, additional_kwargs={"finish_reason": reply.finish_reason}
-        )
+        with _recorded():
+            return _response(self._caller.complete(prompt, allow_cut=True))
 
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
-        try:
-            reply = await self._caller.acomplete(prompt, allow_cut=True)
-        except Exception as exc:
-            _failed(exc)
-            raise
-        _note(reply.finish_reason == "length")
-        return CompletionResponse(
-            text=reply.text, additional_kwargs={"finish_reason": reply.finish_reason}
-        )
+        with _recorded():
+            return _response(await self._caller.acomplete(prompt, allow_cut=True))
 
     def stream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any

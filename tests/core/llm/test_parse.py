@@ -7,18 +7,16 @@ import time
 import pytest
 from pydantic import BaseModel
 
+from llama_index_graphrag_ext.core.llm.lists import is_degenerate, parse_list, strip_chatter
 from llama_index_graphrag_ext.core.llm.parse import (
     LLMOutputError,
     find_items,
-    is_degenerate,
     is_refusal,
     is_unanswered,
     json_candidates,
     parse_answer,
     parse_json,
-    parse_list,
     parse_yes_no,
-    strip_chatter,
     strip_label,
     strip_reasoning,
     validate_reply,

@@ -196,6 +196,14 @@ class WireServer:
         with self._lock:
             self._faults.extend([replace(f), f.times] for f in faults)
 
+    def openai_like(self, **kwargs: Any) -> Any:
+        """An ``OpenAILike`` chat client of this server (``kwargs`` override its defaults:
+        a 16,000-token window, no function calling)."""
+        from llama_index.llms.openai_like import OpenAILike
+
+        defaults = {"model": self.model, "is_chat_model": True, "context_window": 16000}
+        return OpenAILike(api_base=self.base_url, api_key=self.api_key, **{**defaults, **kwargs})
+
     def stats(self) -> dict:
         """Counts since the last :meth:`reset`.
 
