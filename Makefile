@@ -44,7 +44,7 @@ test-integrations: install
 	cd integrations/ladybug && ../../$(VENV)/bin/pytest -q
 
 bench: install
-	$(VENV)/bin/graphrag-ext bench --data ../shared/benchmarks/musique-100 --methods dense,bm25
+	$(VENV)/bin/graphrag-ext bench --data musique-100 --methods dense,bm25
 
 clean:
 	rm -rf $(VENV) site .pytest_cache

@@ -1,25 +1,35 @@
 """Graph-RAG methods as LlamaIndex components.
 
 The public API is re-exported here; see the documentation site for tutorials.
+Names are imported when first used (PEP 562), so ``graphrag-ext --help``,
+``info`` and ``bench --list`` start without loading LlamaIndex's model stack.
 """
 
 from importlib.metadata import version
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 __version__ = version("llama-index-graphrag-ext")
 
-from .baselines import BM25Retriever, DenseRetriever, build_dense_index  # noqa: E402
-from .compose import SharedResources, build_router, fuse_retrievers  # noqa: E402
-from .core import (  # noqa: E402
-    CachedEmbedding,
-    GraphIndexBase,
-    LLMCache,
-    LLMCaller,
-    LLMSettings,
-    PassageParser,
-    TypedGraph,
-    default_embed_model,
-    embedded_llm,
-)
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "BM25Retriever": ".baselines",
+    "DenseRetriever": ".baselines",
+    "build_dense_index": ".baselines",
+    "SharedResources": ".compose",
+    "build_router": ".compose",
+    "fuse_retrievers": ".compose",
+    "CachedEmbedding": ".core",
+    "GraphIndexBase": ".core",
+    "LLMCache": ".core",
+    "LLMCaller": ".core",
+    "LLMSettings": ".core",
+    "PassageParser": ".core",
+    "TypedGraph": ".core",
+    "default_embed_model": ".core",
+    "embedded_llm": ".core",
+}
 
 __all__ = [
     "BM25Retriever",
@@ -39,3 +49,22 @@ __all__ = [
     "embedded_llm",
     "fuse_retrievers",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from .baselines import BM25Retriever, DenseRetriever, build_dense_index
+    from .compose import SharedResources, build_router, fuse_retrievers
+    from .core import (
+        CachedEmbedding,
+        GraphIndexBase,
+        LLMCache,
+        LLMCaller,
+        LLMSettings,
+        PassageParser,
+        TypedGraph,
+        default_embed_model,
+        embedded_llm,
+    )

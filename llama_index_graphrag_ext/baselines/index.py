@@ -33,7 +33,7 @@ from ..core.config import MethodConfig, Preset, Section, top_k_of
 from ..core.defaults import resolve_embed_model
 from ..core.embeddings import embed_texts
 from ..core.nodes import require_query, with_evidence
-from ..core.persist import read_json, write_json
+from ..core.persist import IndexFormatError, check_sealed, read_json, seal, write_json
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 from .numpy_store import NumpyVectorStore
@@ -101,12 +101,24 @@ class _Baseline:
         self.config = self.config_class.resolve(config, **overrides)
 
     def _write_config(self, folder: Path) -> None:
+        """Write the config last, sealing the folder (every file's checksum beside it)."""
         write_json(folder / _CONFIG, {"config": self.config.model_dump(mode="json")})
+        seal(folder, _CONFIG)
 
     @classmethod
     def _read_config(cls, folder: Path) -> MethodConfig:
+        """The stored config, once every file matches the seal (read before any file).
+
+        Raises:
+            IndexFormatError: ``baseline.json`` or a file it seals is missing or damaged.
+        """
         path = Path(folder) / _CONFIG
-        data = read_json(path) if path.is_file() else {}
+        if not path.is_file():
+            raise IndexFormatError(f"{path} is missing")
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise IndexFormatError(f"{path} is damaged (not a JSON object)")
+        check_sealed(folder, data, _CONFIG)
         return cls.config_class.model_validate(data.get("config") or {})
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any):
@@ -175,11 +187,12 @@ class DenseIndex(_Baseline):
 
     @classmethod
     def load(cls, folder: Path, embed_model: BaseEmbedding | None = None, **_: Any) -> DenseIndex:
+        config = cls._read_config(folder)
         store = NumpyVectorStore.from_persist_path(str(Path(folder) / _VECTORS))
         storage = StorageContext.from_defaults(persist_dir=str(folder), vector_store=store)
         embed_model = resolve_embed_model(embed_model)
         index = load_index_from_storage(storage, embed_model=embed_model)
-        return cls(config=cls._read_config(folder), embed_model=embed_model, index=index)
+        return cls(config=config, embed_model=embed_model, index=index)
 
     def persist(self, folder: Path) -> None:
         self.index.storage_context.persist(persist_dir=str(folder))
@@ -229,8 +242,9 @@ class BM25Index(_Baseline):
 
     @classmethod
     def load(cls, folder: Path, **_: Any) -> BM25Index:
+        config = cls._read_config(folder)
         docstore = SimpleDocumentStore.from_persist_path(str(Path(folder) / "docstore.json"))
-        return cls(config=cls._read_config(folder), docstore=docstore)
+        return cls(config=config, docstore=docstore)
 
     def persist(self, folder: Path) -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)

@@ -18,34 +18,48 @@
 | :mod:`.defaults` | the embedded offline models |
 """
 
-from .arrays import StringTable, csr
-from .defaults import MissingModelError, default_embed_model, embedded_llm, resolve_embed_model
-from .embed_cache import CachedEmbedding
-from .embeddings import embed_query, embed_texts, knn_graph, top_k
-from .graph import TypedGraph
-from .index import GraphIndexBase
-from .llm import (
-    LLMCache,
-    LLMCaller,
-    LLMFallbackError,
-    LLMOutputError,
-    LLMSettings,
-    LLMSteps,
-    RetryPolicy,
-    UsageMeter,
-    choose_llm,
-    resolve_llm,
-)
-from .nodes import EVIDENCE_KEY, PassageParser, prepare_documents, with_evidence
-from .persist import IndexFormatError
-from .vectors import (
-    Hits,
-    InMemoryVectorTable,
-    MatrixSearch,
-    RowSearcher,
-    VectorStoreTable,
-    VectorTable,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "StringTable": ".arrays",
+    "csr": ".arrays",
+    "MissingModelError": ".defaults",
+    "default_embed_model": ".defaults",
+    "embedded_llm": ".defaults",
+    "resolve_embed_model": ".defaults",
+    "CachedEmbedding": ".embed_cache",
+    "embed_query": ".embeddings",
+    "embed_texts": ".embeddings",
+    "knn_graph": ".embeddings",
+    "top_k": ".embeddings",
+    "TypedGraph": ".graph",
+    "GraphIndexBase": ".index",
+    "LLMCache": ".llm",
+    "LLMCaller": ".llm",
+    "LLMFallbackError": ".llm",
+    "LLMOutputError": ".llm",
+    "LLMSettings": ".llm",
+    "LLMSteps": ".llm",
+    "RetryPolicy": ".llm",
+    "UsageMeter": ".llm",
+    "choose_llm": ".llm",
+    "resolve_llm": ".llm",
+    "EVIDENCE_KEY": ".nodes",
+    "PassageParser": ".nodes",
+    "prepare_documents": ".nodes",
+    "with_evidence": ".nodes",
+    "IndexFormatError": ".persist",
+    "Hits": ".vectors",
+    "InMemoryVectorTable": ".vectors",
+    "MatrixSearch": ".vectors",
+    "RowSearcher": ".vectors",
+    "VectorStoreTable": ".vectors",
+    "VectorTable": ".vectors",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "EVIDENCE_KEY",
@@ -83,3 +97,33 @@ __all__ = [
     "top_k",
     "with_evidence",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .arrays import StringTable, csr
+    from .defaults import MissingModelError, default_embed_model, embedded_llm, resolve_embed_model
+    from .embed_cache import CachedEmbedding
+    from .embeddings import embed_query, embed_texts, knn_graph, top_k
+    from .graph import TypedGraph
+    from .index import GraphIndexBase
+    from .llm import (
+        LLMCache,
+        LLMCaller,
+        LLMFallbackError,
+        LLMOutputError,
+        LLMSettings,
+        LLMSteps,
+        RetryPolicy,
+        UsageMeter,
+        choose_llm,
+        resolve_llm,
+    )
+    from .nodes import EVIDENCE_KEY, PassageParser, prepare_documents, with_evidence
+    from .persist import IndexFormatError
+    from .vectors import (
+        Hits,
+        InMemoryVectorTable,
+        MatrixSearch,
+        RowSearcher,
+        VectorStoreTable,
+        VectorTable,
+    )

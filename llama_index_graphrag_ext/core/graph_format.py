@@ -18,12 +18,16 @@ graph's public methods are used, so its storage can change without the format.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import os
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from .persist import expansion_cap
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "GraphFiles", "decode", "encode", "read", "write"]
 
@@ -166,11 +170,24 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     raw = Path(path).read_bytes()
     if raw[:2] == _GZIP_MAGIC:
-        raw = gzip.decompress(raw)
+        raw = _gunzip(raw, path)
     try:
         return json.loads(raw.decode("utf-8", errors="surrogatepass"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not a JSON typed graph ({exc})") from exc
+
+
+def _gunzip(raw: bytes, path: Any) -> bytes:
+    """Decompress at most :func:`~.persist.expansion_cap` bytes (a bomb is refused)."""
+    cap = expansion_cap(len(raw))
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+            out = gz.read(cap + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: not a gzip file ({exc})") from exc
+    if len(out) > cap:
+        raise ValueError(f"{path}: expands beyond {cap} bytes from {len(raw)}; refused")
+    return out
 
 
 class GraphFiles:

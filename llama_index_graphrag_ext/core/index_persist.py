@@ -30,6 +30,8 @@ from .compact_store import (
 from .graph import TypedGraph
 from .persist import (
     INDEX_STORE_FILE,
+    MANIFEST,
+    IndexFormatError,
     SuiteIndexList,
     atomic_dir,
     read_manifest,
@@ -64,7 +66,7 @@ class PersistedIndex:
                 tmp,
                 self.index_kind,
                 self.format_version,
-                config=self.config.model_dump(mode="json"),
+                config=_portable(self.config),
                 config_origin=self.config.origin,
                 chunk_ids=self.chunk_ids(),
                 index_class=f"{type(self).__module__}.{type(self).__qualname__}",
@@ -147,7 +149,7 @@ class PersistedIndex:
             callback_manager=callback_manager,
             vector_store=vector_store,
             vector_namespace=vector_namespace,
-            config=_stored_config(cls, manifest),
+            config=_stored_config(cls, manifest, folder, settings),
             **settings,
         )
         with index._lock:
@@ -159,7 +161,36 @@ class PersistedIndex:
         return index
 
 
-def _stored_config(cls: Any, manifest: dict[str, Any]) -> Any:
+#: Config fields that name files. A manifest is data anyone may hand over, so it may not
+#: choose files on the loader's machine: a spaCy pipeline from elsewhere would be loaded,
+#: a cache elsewhere written. The LLM cache is where this process keeps replies, not part
+#: of the index: it is never persisted. A loader passes either itself (``load(dir,
+#: spacy_model=...)``); a pipeline named as an installed package is fine.
+_PATH_FIELDS = ("cache_path", "spacy_model")
+
+
+def _portable(config: Any) -> dict[str, Any]:
+    data = config.model_dump(mode="json")
+    section = config.field_sections().get("cache_path")
+    if section is not None:
+        data[section]["cache_path"] = None
+    return data
+
+
+def _stored_config(cls: Any, manifest: dict[str, Any], folder: Path, given: dict) -> Any:
     config = cls.config_class.model_validate(manifest.get("config") or {})
     config._origin = manifest.get("config_origin") or ""
+    flat = config.flat()
+    for name in _PATH_FIELDS:
+        value = flat.get(name)
+        if name not in given and isinstance(value, str) and _is_path(name, value):
+            raise IndexFormatError(
+                f"{folder / MANIFEST} names a file, {name}={value!r}; a persisted index "
+                f"may not choose files on this machine: pass {name}=... to load()"
+            )
     return config
+
+
+def _is_path(name: str, value: str) -> bool:
+    """A spaCy model is a package name unless it looks like a path; a cache is a path."""
+    return name != "spacy_model" or any(c in value for c in "/\\") or value[:1] in ".~"

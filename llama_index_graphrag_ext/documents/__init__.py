@@ -10,8 +10,23 @@ The ``graphrag-ext index``, ``query`` and ``info`` commands (see
 * :mod:`.indexing`, :mod:`.querying`: the commands.
 """
 
-from .errors import UserError
-from .indexing import IndexRequest, run_index
-from .querying import run_info, run_query
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "UserError": ".errors",
+    "IndexRequest": ".indexing",
+    "run_index": ".indexing",
+    "run_info": ".querying",
+    "run_query": ".querying",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["IndexRequest", "UserError", "run_index", "run_info", "run_query"]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .errors import UserError
+    from .indexing import IndexRequest, run_index
+    from .querying import run_info, run_query

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.persist import MANIFEST, atomic_dir, read_json, write_json
+from ..core.persist import (
+    CHECKSUM,
+    FILES,
+    MANIFEST,
+    atomic_dir,
+    check_sealed,
+    read_json,
+    write_json,
+)
 from .errors import UserError
 
 #: Version of ``collection.json``; bump when the layout changes.
@@ -28,6 +36,7 @@ COLLECTION_FILE = "collection.json"
 INDEX_DIR = "index"
 METHOD_DIR = "method"
 CACHE_DIR = "llm-cache"
+_SEAL = (FILES, CHECKSUM)
 
 
 @dataclass
@@ -46,13 +55,15 @@ class Collection:
     history: list[dict[str, Any]] = field(default_factory=list)
     sizes: dict[str, Any] = field(default_factory=dict)
     llm_steps: list[dict[str, Any]] = field(default_factory=list)
+    #: The embedder's model and dimension, as ``info`` shows it (``embed_model``: its name).
+    embedder: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": COLLECTION_FORMAT, "tool": "graphrag-ext index", **self.__dict__}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Collection:
-        data = {k: v for k, v in data.items() if k not in ("format_version", "tool")}
+        data = {k: v for k, v in data.items() if k not in ("format_version", "tool", *_SEAL)}
         return cls(**data)
 
     def add_usage(self, counts: dict[str, int]) -> None:
@@ -98,8 +109,10 @@ def read_collection(folder: str | Path) -> Collection:
         )
     try:
         data = read_json(path)
-    except ValueError as exc:
-        raise UserError(f"{path} is damaged ({exc}); rebuild the index") from exc
+        if not isinstance(data, dict) or "format_version" not in data:
+            raise ValueError(f"{path} is damaged (not an index description)")
+    except ValueError as exc:  # IndexFormatError is one
+        raise UserError(f"{folder}: {exc}; rebuild the index") from exc
     version = data.get("format_version")
     if version != COLLECTION_FORMAT:
         from ..specs import RENAMED
@@ -110,11 +123,17 @@ def read_collection(folder: str | Path) -> Collection:
             f"{COLLECTION_FORMAT}. Rebuild it: graphrag-ext index PATH... --method "
             f"{RENAMED.get(method, method)} --out {folder}"
         )
-    return Collection.from_dict(data)
+    try:
+        # Its own digest only: the method's manifest is checked (with its files) when the
+        # index is loaded, after its format version, whose message says more.
+        check_sealed(index_dir(folder), data, COLLECTION_FILE, files=False)
+        return Collection.from_dict(data)
+    except (ValueError, TypeError) as exc:  # IndexFormatError is a ValueError
+        raise UserError(f"{folder}: {exc}; rebuild the index") from exc
 
 
 def write_collection(folder: Path, collection: Collection, index: Any) -> None:
     """Persist the method's index and the collection into ``DIR/index``, atomically."""
-    with atomic_dir(index_dir(folder)) as tmp:
+    with atomic_dir(index_dir(folder), manifest=COLLECTION_FILE) as tmp:
         index.persist(tmp / METHOD_DIR)
         write_json(tmp / COLLECTION_FILE, collection.to_dict())

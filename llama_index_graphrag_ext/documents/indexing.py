@@ -12,6 +12,7 @@ from typing import Any
 
 from llama_index.core.ingestion import run_transformations
 
+from ..core.defaults import describe_embed_model
 from ..core.llm import choose_llm, count_llm_calls, describe_llm
 from . import methods
 from .collection import (
@@ -37,11 +38,14 @@ class IndexRequest:
     out: str | None = None
     update: str | None = None
     exclude: list[str] = field(default_factory=list)
+    include: list[str] = field(default_factory=list)
     chunk_size: int | None = None
     chunk_overlap: int | None = None
     llm: str | None = None
     options: dict[str, str] = field(default_factory=dict)
-    embed_model: str = "default"
+    #: The embedder (see ``core.defaults.make_embedder``); ``None``: ``default`` for a new
+    #: index, the recorded one on ``--update``.
+    embed_model: str | None = None
     show_progress: bool = True
     wait: float = 0.0
 
@@ -54,6 +58,13 @@ def make_embedder(spec: str):
         return make(spec)
     except ValueError as exc:
         raise UserError(f"--embed-model {spec}: {exc}") from exc
+
+
+def _embed_name(spec: str) -> str:
+    """How an embedder is recorded: a local folder by its absolute path (``query`` and
+    ``--update`` then find it from any working folder), anything else as given."""
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if ":" not in spec and path.is_dir() else spec
 
 
 def resolve_llm_for(method: methods.Method, provider: str | None, say) -> tuple[Any, dict]:
@@ -218,7 +229,7 @@ def _build(req: IndexRequest, say) -> int:
                 f"with --update {folder} (method {old.method})"
             )
         say(f"{folder} holds a {old.method} index: rebuilding it from scratch")
-    files = _outside(discover(req.paths, req.exclude), folder)
+    files = _outside(discover(req.paths, req.exclude, req.include), folder)
     reading, _ = read_files(files, show_progress=req.show_progress)
     _report_skipped(reading, say)
     if not reading.files:
@@ -229,7 +240,10 @@ def _build(req: IndexRequest, say) -> int:
     overlap = req.chunk_overlap if req.chunk_overlap is not None else method.chunking.overlap
     if overlap >= size:
         raise UserError(f"--chunk-overlap {overlap} must be smaller than the chunk size {size}")
-    embed_model = make_embedder(req.embed_model)
+    embed_name = _embed_name(req.embed_model or "default")
+    embed_model = make_embedder(embed_name)
+    embedder = describe_embed_model(embed_model)
+    say(f"embedder: {embedder}")
     llm, llm_info = resolve_llm_for(method, req.llm, say)
     started = time.perf_counter()
     docs = [read.document() for read in reading.files]
@@ -255,7 +269,8 @@ def _build(req: IndexRequest, say) -> int:
             "parser": parser,
             "default": f"{method.chunking.size}/{method.chunking.overlap}: {method.chunking.source}",
         },
-        embed_model=req.embed_model,
+        embed_model=embed_name,
+        embedder=embedder,
         llm=llm_info,
     )
     _record_files(collection, reading.files, nodes)
@@ -279,8 +294,14 @@ def _update(req: IndexRequest, say) -> int:
     for flag, value in (("--chunk-size", req.chunk_size), ("--chunk-overlap", req.chunk_overlap)):
         if value is not None:
             raise UserError(f"{flag} cannot change on --update (the index keeps its chunking)")
+    if req.embed_model is not None and _embed_name(req.embed_model) != collection.embed_model:
+        raise UserError(
+            f"{folder} was built with the embedder {collection.embed_model}, not "
+            f"{req.embed_model}: its vectors cannot be mixed; drop --embed-model, or build "
+            "a new index with --out"
+        )
     method = methods.resolve(collection.method, collection.options)
-    files = _outside(discover(req.paths, req.exclude), folder)
+    files = _outside(discover(req.paths, req.exclude, req.include), folder)
     known = {path: info["sha256"] for path, info in collection.files.items()}
     reading, unchanged = read_files(files, known=known, show_progress=req.show_progress)
     _report_skipped(reading, say)
@@ -307,7 +328,9 @@ def _update(req: IndexRequest, say) -> int:
     embed_model = make_embedder(collection.embed_model)
     llm, _ = resolve_llm_for(method, req.llm, say)
     started = time.perf_counter()
-    index = methods.load(method, index_dir(folder) / METHOD_DIR, embed_model, llm)
+    index = methods.load(
+        method, index_dir(folder) / METHOD_DIR, embed_model, llm, cache_dir(folder)
+    )
     docs = [r.document() for r in added + changed]
     with llm_progress(req.show_progress and llm is not None) as meter:
         for path in removed + [r.path for r in changed]:

@@ -69,9 +69,9 @@ def chunker(method: Method, llm: LLM | None, size: int, overlap: int, cache_dir:
         parser = method.spec.node_parser(config, llm)
         if parser is not None:
             return parser
-    from llama_index.core.node_parser import SentenceSplitter
+    from ..core.splitting import sentence_splitter
 
-    return SentenceSplitter(chunk_size=size, chunk_overlap=overlap)
+    return sentence_splitter(size, overlap)
 
 
 def build(
@@ -90,15 +90,22 @@ def build(
     )
 
 
-def load(method: Method, folder: Path, embed_model: BaseEmbedding, llm: LLM | None) -> Any:
-    """Load the index :func:`build` made (its config is the one stored with it).
+def load(
+    method: Method,
+    folder: Path,
+    embed_model: BaseEmbedding,
+    llm: LLM | None,
+    cache_dir: Path | None = None,
+) -> Any:
+    """Load the index :func:`build` made (its config is the one stored with it; its LLM
+    cache, which an index never stores, under ``cache_dir``).
 
     Raises:
         UserError: The index cannot be loaded: one line naming the folder (and the file,
             where the reader knows it) and how to rebuild, never a traceback.
     """
     try:
-        return method.spec.load(folder, embed_model=embed_model, llm=llm)
+        index = method.spec.load(folder, embed_model=embed_model, llm=llm)
     except Exception as exc:
         detail = " ".join(str(exc).split())[:300] or type(exc).__name__
         if not isinstance(exc, (IndexFormatError, FileNotFoundError)):
@@ -107,6 +114,8 @@ def load(method: Method, folder: Path, embed_model: BaseEmbedding, llm: LLM | No
             f"{folder}: the index cannot be loaded: {detail}. Rebuild it with "
             f"`graphrag-ext index PATH... --method {method.name} --out DIR`"
         ) from exc
+    index.config = with_cache(index.config, cache_dir, method.spec.name)
+    return index
 
 
 def sizes(index: Any) -> dict[str, Any]:

@@ -11,7 +11,14 @@ from llama_index.core.schema import NodeWithScore
 
 from ..core.llm import choose_llm, describe_llm
 from . import methods
-from .collection import METHOD_DIR, Collection, index_dir, read_collection
+from .collection import (
+    CACHE_DIR,
+    COLLECTION_FILE,
+    METHOD_DIR,
+    Collection,
+    index_dir,
+    read_collection,
+)
 from .errors import UserError
 from .indexing import make_embedder
 from .reading import page_of
@@ -29,10 +36,33 @@ def _open(folder: str, llm: Any):
     from ..core.persist import IndexFormatError
 
     try:
-        index = methods.load(method, path, embed_model, llm)
+        index = methods.load(method, path, embed_model, llm, Path(folder) / CACHE_DIR)
     except IndexFormatError as exc:
         raise UserError(f"{folder}: {exc}") from exc
     return collection, method, embed_model, index
+
+
+def _verify(folder: Path, say) -> None:
+    """Check every file against the collection's seal and the method manifest's."""
+    from ..core.persist import FILES, MANIFEST, read_json, verify
+
+    top, method_dir = index_dir(folder), index_dir(folder) / METHOD_DIR
+    try:
+        manifest = read_json(method_dir / MANIFEST)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{folder}: {exc}; rebuild the index") from exc
+    if not isinstance(manifest, dict):
+        raise UserError(
+            f"{method_dir / MANIFEST} is damaged (not a JSON object); rebuild the index"
+        )
+    collection = read_json(top / COLLECTION_FILE)
+    problems = verify(top, collection, COLLECTION_FILE) + verify(method_dir, manifest)
+    for line in problems:
+        say(f"damaged:    {line}")
+    if problems:
+        raise UserError(f"{folder}: {len(problems)} damaged or missing file(s); rebuild the index")
+    count = 1 + len(collection[FILES]) + len(manifest[FILES])  # collection.json: its own digest
+    say(f"verified:   {count} file(s) match their checksums")
 
 
 def passage_record(rank: int, result: NodeWithScore, collection: Collection) -> dict[str, Any]:
@@ -147,10 +177,18 @@ def _snippet(text: str, limit: int = 240) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def run_info(folder: str, as_json: bool = False, say=safe_print) -> int:
-    """Describe the index in ``folder``: method, settings, tiers, fallbacks, sizes, LLM usage."""
+def run_info(folder: str, as_json: bool = False, verify: bool = False, say=safe_print) -> int:
+    """Describe the index in ``folder``: method, settings, tiers, fallbacks, sizes, LLM usage.
+
+    With ``verify``, first check every file against the checksums its manifest holds.
+
+    Raises:
+        UserError: A file is missing or damaged (each one is printed, then this).
+    """
     collection = read_collection(folder)
     methods.resolve(collection.method, collection.options)  # still a known method
+    if verify:
+        _verify(Path(folder), say)
     if as_json:
         say(json.dumps(collection.to_dict(), ensure_ascii=False, default=str))
         return 0
@@ -165,7 +203,9 @@ def run_info(folder: str, as_json: bool = False, say=safe_print) -> int:
         f"chunking:   {chunking['chunk_size']}/{chunking['chunk_overlap']} tokens "
         f"({chunking['parser']}; method default {chunking['default']})"
     )
-    say(f"embedder:   {c.embed_model}")
+    say(
+        f"embedder:   {c.embedder or c.embed_model}" + (f" ({c.embed_model})" if c.embedder else "")
+    )
     say(f"LLM:        {c.llm.get('llm')} (tier {c.llm.get('tier')})")
     for record in c.llm_steps:
         who = f"{record.get('llm_class')}({record.get('model')})" if record.get("llm_class") else ""

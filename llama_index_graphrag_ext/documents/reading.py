@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,15 +53,44 @@ class ReadFile:
     undecodable: int = 0
 
     def document(self) -> Document:
-        """The file as a LlamaIndex ``Document`` whose id is its path."""
-        name = Path(self.path).name
+        """The file as a LlamaIndex ``Document`` whose id is its path, titled by its first
+        heading where it has one (never by its file name: a file named after a topic
+        would tie every chunk of it to that topic)."""
+        metadata = {"file_path": self.path, "file_name": Path(self.path).name}
+        title = heading_of(self.text)
+        if title:
+            metadata["title"] = title
         return Document(
             text=self.text,
             id_=self.path,
-            metadata={"file_path": self.path, "file_name": name, "title": Path(self.path).stem},
+            metadata=metadata,
             excluded_embed_metadata_keys=["file_path", "file_name"],
             excluded_llm_metadata_keys=["file_path"],
         )
+
+
+#: Longest line taken as a title.
+MAX_TITLE_CHARS = 120
+
+
+def heading_of(text: str) -> str | None:
+    """The first heading of ``text``: a Markdown ``#`` line, a reStructuredText title
+    (a line underlined with ``=``, ``-``, ``~``, ...), or a short first line standing
+    alone above a blank line; ``None`` when the text opens with prose."""
+    lines = text.lstrip("\ufeff").splitlines()[:40]
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            heading = stripped.lstrip("#").strip()
+            if heading and len(heading) <= MAX_TITLE_CHARS:
+                return heading
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if stripped and len(nxt) >= 3 and len(set(nxt)) == 1 and nxt[0] in "=-~*^#":
+            return stripped if len(stripped) <= MAX_TITLE_CHARS else None
+        if stripped:  # the first text line: a title only if short and alone
+            alone = not nxt and stripped[-1:] not in ".,;:!?"
+            return stripped if alone and len(stripped) <= MAX_TITLE_CHARS // 2 else None
+    return None
 
 
 @dataclass
@@ -90,8 +121,11 @@ def _file_extractor() -> dict[str, Any]:
     return {".pdf": PDFReader(), ".docx": DocxReader(), ".html": html, ".htm": html}
 
 
-def discover(paths: Sequence[str], exclude: Sequence[str] = ()) -> list[Path]:
-    """Every file under ``paths`` (folders recursively, hidden files left out), minus ``exclude``.
+def discover(
+    paths: Sequence[str], exclude: Sequence[str] = (), include: Sequence[str] = ()
+) -> list[Path]:
+    """Every file under ``paths`` (folders recursively, hidden files left out), minus
+    ``exclude``; with ``include``, only the files matching one of its globs.
 
     Raises:
         UserError: A path does not exist, or a folder holds no file.
@@ -112,6 +146,8 @@ def discover(paths: Sequence[str], exclude: Sequence[str] = ()) -> list[Path]:
         except ValueError as exc:  # "No files found in ..."
             raise UserError(f"{raw}: the folder holds no file to index") from exc
         found.extend(_resolved(Path(p)) for p in reader.input_files)
+    if include:
+        found = [p for p in found if any(p.match(glob) for glob in include)]
     return sorted(dict.fromkeys(found))
 
 
@@ -175,11 +211,17 @@ _WESTERN = frozenset(
 )
 
 
+class NotText(ValueError):
+    """The bytes are not text in any encoding (a binary file under a text name)."""
+
+
 def _legacy_encoding(data: bytes) -> str:
     from charset_normalizer import from_bytes
 
     best = from_bytes(data).best()
-    if best is None or best.encoding in _WESTERN or best.coherence < 0.2:
+    if best is None:  # no encoding makes these bytes readable text
+        raise NotText("binary content, not text in any encoding")
+    if best.encoding in _WESTERN or best.coherence < 0.2:
         return "cp1252"
     return best.encoding
 
@@ -217,10 +259,24 @@ def read_files(
     for path in tqdm(files, desc="Reading files", unit="file", disable=not show_progress):
         key = str(path)
         ext = path.suffix.lower()
-        if ext not in SUPPORTED:
-            reading.skipped.append(Skipped(key, f"unsupported type {ext or '(no extension)'}"))
+        if not _utf8(key):  # ids, JSON and stores all hold the name as UTF-8
+            shown = os.fsencode(key).decode("utf-8", errors="backslashreplace")
+            reading.skipped.append(Skipped(shown, "its name is not valid UTF-8: rename the file"))
+            continue
+        plain = ext in TEXT_EXTENSIONS or not ext  # README, NEWS, ...: text if they decode
+        if not plain and ext not in SUPPORTED:
+            reading.skipped.append(Skipped(key, f"unsupported type {ext}"))
             continue
         try:
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):  # a FIFO would block the run, a device never end
+                reading.skipped.append(
+                    Skipped(key, "not a regular file (a pipe, socket or device)")
+                )
+                continue
+            if plain and info.st_size > 4 * MAX_TEXT_CHARS:  # 4 bytes a character at most
+                reading.skipped.append(Skipped(key, _too_long(f"{info.st_size:,} bytes")))
+                continue
             digest = sha256_of(path)
         except OSError as exc:
             reading.skipped.append(Skipped(key, f"unreadable: {exc.strerror or exc}"))
@@ -230,7 +286,7 @@ def read_files(
             continue
         encoding, undecodable = None, 0
         try:
-            if ext in TEXT_EXTENSIONS:
+            if plain:
                 text, encoding, undecodable = decode(path.read_bytes())
                 docs = [Document(text=text)]
             else:
@@ -238,14 +294,15 @@ def read_files(
                     path, lambda _p: {}, extractor, raise_on_error=True
                 )
         except Exception as exc:  # any reader's failure: skipped and listed, never fatal
-            cause = exc.__cause__ or exc  # the reader's own error, under the loader's wrapper
+            cause = _cause(exc)
             text = str(cause).strip()
             reason = (
                 f"{type(cause).__name__}: {text.splitlines()[0][:160]}"
                 if text
                 else type(cause).__name__
             )
-            reading.skipped.append(Skipped(key, f"unreadable: {reason}"))
+            reason = str(cause) if isinstance(cause, NotText) else f"unreadable: {reason}"
+            reading.skipped.append(Skipped(key, reason))
             continue
         read = _join(key, digest, docs)
         read.encoding, read.undecodable = encoding, undecodable
@@ -253,16 +310,31 @@ def read_files(
             reading.skipped.append(Skipped(key, "no text in it"))
             continue
         if len(read.text) > MAX_TEXT_CHARS:
-            reading.skipped.append(
-                Skipped(
-                    key,
-                    f"too long: {len(read.text):,} characters (the limit is "
-                    f"{MAX_TEXT_CHARS:,}); split it into smaller files",
-                )
-            )
+            reading.skipped.append(Skipped(key, _too_long(f"{len(read.text):,} characters")))
             continue
         reading.files.append(read)
     return reading, unchanged
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of the name, kept as lone surrogates
+        return False
+    return True
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The reader's own error, under the loader's wrapper and a retry's."""
+    cause = exc.__cause__ or exc
+    last = getattr(cause, "last_attempt", None)  # tenacity's RetryError
+    if last is not None and last.exception() is not None:
+        cause = last.exception()
+    return cause
+
+
+def _too_long(size: str) -> str:
+    return f"too long: {size} (the limit is {MAX_TEXT_CHARS:,} characters); split it into smaller files"
 
 
 def _join(path: str, digest: str, docs: Sequence[Document]) -> ReadFile:

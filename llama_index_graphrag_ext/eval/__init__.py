@@ -1,10 +1,31 @@
 """Benchmark loading, metrics, the runner and the pairwise judge; methods come from their specs."""
 
-from .data import Benchmark, Passage, Question, load_benchmark
-from .metrics import accuracy, all_at_k, exact_match, normalize_answer, recall_at_k, token_f1
-from .registry import BenchContext, BenchSystem, build_system, resolve
-from .runner import RunConfig, run_benchmark, write_report
-from .table import format_table
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "Benchmark": ".data",
+    "Passage": ".data",
+    "Question": ".data",
+    "load_benchmark": ".data",
+    "accuracy": ".metrics",
+    "all_at_k": ".metrics",
+    "exact_match": ".metrics",
+    "normalize_answer": ".metrics",
+    "recall_at_k": ".metrics",
+    "token_f1": ".metrics",
+    "BenchContext": ".registry",
+    "BenchSystem": ".registry",
+    "build_system": ".registry",
+    "resolve": ".registry",
+    "RunConfig": ".runner",
+    "run_benchmark": ".runner",
+    "write_report": ".runner",
+    "format_table": ".table",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "BenchContext",
@@ -26,3 +47,10 @@ __all__ = [
     "token_f1",
     "write_report",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .data import Benchmark, Passage, Question, load_benchmark
+    from .metrics import accuracy, all_at_k, exact_match, normalize_answer, recall_at_k, token_f1
+    from .registry import BenchContext, BenchSystem, build_system, resolve
+    from .runner import RunConfig, run_benchmark, write_report
+    from .table import format_table

@@ -133,14 +133,41 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def load_benchmark(folder: str | os.PathLike) -> Benchmark:
-    """Load a benchmark folder in the canonical format.
+#: The sets a checkout carries (``benchmarks/`` beside the package), found by name.
+BUNDLED = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def bundled_sets() -> list[str]:
+    """Names of the sets in :data:`BUNDLED` (none in an install without the checkout)."""
+    if not BUNDLED.is_dir():
+        return []
+    return sorted(p.name for p in BUNDLED.iterdir() if (p / "corpus.jsonl").is_file())
+
+
+def find_benchmark(name_or_path: str | os.PathLike) -> Path:
+    """A benchmark folder: the path given, else the bundled set of that name.
 
     Raises:
-        FileNotFoundError: The folder lacks ``corpus.jsonl`` or ``questions.jsonl``.
+        FileNotFoundError: Neither exists (the message lists the bundled sets).
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    if (BUNDLED / str(name_or_path)).is_dir() and str(name_or_path) in bundled_sets():
+        return BUNDLED / str(name_or_path)
+    sets = ", ".join(bundled_sets()) or "none in this install"
+    raise FileNotFoundError(f"{name_or_path}: no such benchmark folder (bundled sets: {sets})")
+
+
+def load_benchmark(folder: str | os.PathLike) -> Benchmark:
+    """Load a benchmark folder in the canonical format (a bundled set by its name).
+
+    Raises:
+        FileNotFoundError: No such set, or the folder lacks ``corpus.jsonl`` or
+            ``questions.jsonl``.
         ValueError: Malformed lines, duplicate passage ids, or gold ids not in the corpus.
     """
-    folder = Path(folder)
+    folder = find_benchmark(folder)
     for name in ("corpus.jsonl", "questions.jsonl"):
         if not (folder / name).is_file():
             raise FileNotFoundError(f"{folder / name} not found: is {folder} a benchmark folder?")

@@ -178,9 +178,9 @@ class JudgeContext:
 
     def splitter(self):
         """The chunker both systems share."""
-        from llama_index.core.node_parser import SentenceSplitter
+        from ..core.splitting import sentence_splitter
 
-        return SentenceSplitter(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap)
+        return sentence_splitter(self.chunk_size, self.chunk_overlap)
 
 
 def build_fgrag(documents: Sequence[Document], ctx: JudgeContext) -> Answerer:

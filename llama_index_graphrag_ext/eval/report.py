@@ -53,12 +53,20 @@ def load_reports(paths: Sequence[str | os.PathLike]) -> list[tuple[Path, dict[st
     return out
 
 
+def _data_name(data: str) -> str:
+    """A bundled set by its name (the command then runs from any folder of a checkout)."""
+    from .data import bundled_sets
+
+    name = Path(str(data)).name
+    return name if name in bundled_sets() else str(data)
+
+
 def reproduce_command(report: dict[str, Any]) -> str:
     """The ``graphrag-ext bench`` command line that reproduces ``report``."""
     run = report["run"]
     parts = [
         "graphrag-ext bench",
-        f"--data {run['data']}",
+        f"--data {_data_name(run['data'])}",
         "--methods " + ",".join(report["methods"]),
     ]
     if report["questions"] < run.get("corpus_questions", report["questions"]):

@@ -24,6 +24,7 @@ from llama_index.core.graph_stores.types import EntityNode, LabelledNode, Relati
 
 from ..core.arrays import StringTable, csr_order
 from ..core.embeddings import normalize_rows
+from ..core.persist import read_arrays
 from .records import BUILT_BY, DESCRIPTIONS, DISPLAY_NAME
 
 logger = logging.getLogger(__name__)
@@ -205,9 +206,9 @@ class EntityGraph:
     @classmethod
     def load(cls, folder: Path) -> EntityGraph:
         """Read what :meth:`save` wrote."""
-        with np.load(folder / GRAPH_FILE) as data:
-            strings = StringTable.from_arrays(data["strings"].tobytes(), data["string_ends"])
-            return cls(strings, **{a: data[a] for a in cls.ARRAYS})
+        data = read_arrays(folder / GRAPH_FILE)
+        strings = StringTable.from_arrays(data["strings"].tobytes(), data["string_ends"])
+        return cls(strings, **{a: data[a] for a in cls.ARRAYS})
 
 
 class GraphBuilder:

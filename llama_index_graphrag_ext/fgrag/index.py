@@ -17,12 +17,12 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphStore
 from llama_index.core.graph_stores.types import KG_NODES_KEY, KG_RELATIONS_KEY, PropertyGraphStore
 from llama_index.core.llms import LLM
-from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, Document, MetadataMode, TransformComponent
 
 from ..core.embeddings import embed_texts
 from ..core.index import GraphIndexBase
 from ..core.llm import run_sync
+from ..core.splitting import sentence_splitter
 from ..core.vectors import InMemoryVectorTable, RowSearcher
 from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows
 from .config import FGRAGConfig
@@ -43,9 +43,9 @@ CHUNK_TABLE = "chunks"
 WINDOW_TABLE = "chunk_windows"
 
 
-def default_chunker() -> SentenceSplitter:
+def default_chunker() -> TransformComponent:
     """The paper's chunking: 1200 tokens with 100 overlap [P §6.1]."""
-    return SentenceSplitter(chunk_size=1200, chunk_overlap=100)
+    return sentence_splitter(chunk_size=1200, chunk_overlap=100)
 
 
 class FGRAGIndex(GraphIndexBase):

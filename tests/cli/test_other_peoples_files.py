@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llama_index_graphrag_ext.cli import main
-from llama_index_graphrag_ext.documents import indexing, reading
+from llama_index_graphrag_ext.documents import indexing
 from llama_index_graphrag_ext.documents.reading import decode
 
 EMBED = ["--embed-model", "hash:384", "--quiet"]
@@ -59,16 +59,15 @@ def test_accented_words_of_latin1_and_utf16_files_are_found(tmp_path, capsys):
         assert hit["file"].endswith(name) and word.split()[0] in hit["text"]
 
 
-def test_a_file_too_long_is_skipped_and_the_rest_indexed(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(reading, "MAX_TEXT_CHARS", 10_000)
+def test_a_50_mb_file_is_skipped_and_counted_and_the_rest_indexed(tmp_path, capsys):
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "huge.txt").write_text("word " * 5_000)  # 25,000 characters
+    (docs / "huge.txt").write_text("word " * 10_000_000)  # 50 MB of one paragraph
     (docs / "small.txt").write_text("Marie Curie studied radioactivity in Paris.\n")
     out = tmp_path / "idx"
     assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
     said = capsys.readouterr().out
-    assert "huge.txt: too long: 25,000 characters" in said
+    assert "huge.txt: too long: 50,000,000 characters" in said
     assert "indexed 1 file(s)" in said
     collection = json.loads((out / "index" / "collection.json").read_text())
     assert [Path(s["path"]).name for s in collection["skipped"]] == ["huge.txt"]
@@ -237,8 +236,64 @@ def test_every_damaged_file_gets_one_line_naming_it(tmp_path, capsys, method):
         status = main(["query", str(out), "alpha", "--no-answer", "--json"])
         err = capsys.readouterr().err
         path.write_bytes(data)
-        if status == 0:
-            continue  # a file the query does not read (or reads past the damage)
-        assert status == 2, (path.name, err)
+        assert status == 2, (path.name, err)  # every file is sealed: none is read past
         assert "Traceback" not in err and err.count("\n") <= 2, err
         assert "cannot be loaded" in err or "damaged" in err, err
+
+
+def test_damage_that_still_parses_is_named_and_info_verify_lists_it(tmp_path, capsys):
+    docs = _corpus(tmp_path / "docs", ["alpha", "beta", "gamma"])
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "cue", "--out", str(out), *EMBED]) == 0
+    capsys.readouterr()
+    assert main(["info", str(out), "--verify"]) == 0
+    assert "match their checksums" in capsys.readouterr().out
+    units = out / "index" / "method" / "units.ids.json"
+    units.write_text("{}")  # still JSON: before, CUE-RAG then returned nothing, silently
+    assert main(["query", str(out), "alpha", "--no-answer"]) == 2
+    assert "units.ids.json is damaged" in capsys.readouterr().err
+    assert main(["info", str(out), "--verify"]) == 2
+    captured = capsys.readouterr()
+    assert "damaged:    " in captured.out and "units.ids.json" in captured.out
+    assert "1 damaged or missing file(s)" in captured.err
+
+
+def test_a_manifest_may_not_choose_files_on_the_loaders_machine(tmp_path):
+    from llama_index.core import Document
+
+    from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
+    from llama_index_graphrag_ext.core.persist import CHECKSUM, IndexFormatError
+    from llama_index_graphrag_ext.core.persist import _json_digest as digest
+    from llama_index_graphrag_ext.cue import MultiPartiteIndex
+
+    embed = HashEmbedding(dim=64)
+    index = MultiPartiteIndex.from_documents(
+        [Document(text="Marie Curie studied in Paris.")],
+        embed_model=embed,
+        cache_path=str(tmp_path / "llm.sqlite"),
+    )
+    index.persist(tmp_path / "idx")
+    manifest_path = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["config"]["llm"]["cache_path"] is None  # a cache is never persisted
+    manifest["config"]["graph"]["spacy_model"] = "/elsewhere/pipeline"  # as if handed over
+    manifest[CHECKSUM] = digest(manifest)
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="spacy_model='/elsewhere/pipeline'"):
+        MultiPartiteIndex.load(tmp_path / "idx", embed_model=embed)
+
+
+def test_binary_pipes_and_undecodable_names_are_listed_never_the_end_of_the_run(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Marie Curie studied radioactivity in Paris.\n")
+    (docs / "junk.txt").write_bytes(os.urandom(4096))  # a binary file under a text name
+    os.mkfifo(docs / "pipe.txt")  # reading it would block the run forever
+    (docs / os.fsdecode(b"caf\xe9.txt")).write_text("Rennes.\n")  # a Latin-1 file name
+    out = tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), *EMBED]) == 0
+    said = capsys.readouterr().out
+    assert "junk.txt: binary content, not text" in said
+    assert "pipe.txt: not a regular file" in said
+    assert "caf\\xe9.txt: its name is not valid UTF-8" in said
+    assert "indexed 1 file(s)" in said

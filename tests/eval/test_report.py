@@ -42,7 +42,7 @@ def test_reproduce_command_parses_back_to_the_same_run():
     command = reproduce_command(_report()).replace("\\\n", " ").split()
     assert command[0] == "graphrag-ext"
     args = build_parser().parse_args(command[1:])
-    assert args.data == "../shared/benchmarks/musique-100"
+    assert args.data == "musique-100"  # the bundled set, by name: runs from any folder
     assert args.methods == "dense,qcg"
     assert args.limit == 10 and args.max_passages == 40 and args.answer
     assert sorted(args.set) == ["alpha=0.5", "pairs=3"]

@@ -28,7 +28,7 @@ from llama_index_graphrag_ext.lprag import LLMAtomicChunker
 
 METHODS = ("dense", "bm25", "qcg", "cue", "chainrag", "lprag", "fgrag")
 TEN_MB = 10_000_000
-MUSIQUE = Path(__file__).resolve().parents[2].parent / "shared/benchmarks/musique-100"
+MUSIQUE = Path(__file__).resolve().parents[2] / "benchmarks/musique-100"
 
 
 def source_ids(results) -> list[str]:
@@ -335,7 +335,9 @@ def test_ten_megabyte_document_in_the_graph_indexes(
     index.persist(folder)
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     assert TEN_MB <= size <= 5 * TEN_MB  # the text is stored, a bounded number of times
-    loaded = type(index).load(folder, embed_model=hash_embed)
+    # A pipeline given as a path is the loader's to name again (a manifest never chooses files).
+    again = {"spacy_model": blank_spacy} if "spacy_model" in settings else {}
+    loaded = type(index).load(folder, embed_model=hash_embed, **again)
     assert chunk_count(method, loaded) == 5
     query = "Where was Marie Curie born?"
     before = source_ids(retriever.retrieve(query))

@@ -20,29 +20,39 @@ embedder on samples. Growth exponents are log-log slopes
 Modules, in run order: `config`, `corpus`, `embedders`, `cell`, `run`, `report`, `cli`.
 """
 
-from ...core.defaults import make_embedder
-from .cell import measure_cell
-from .cli import add_arguments, config_from_args
-from .config import (
-    DEFAULT_METHODS,
-    DEFAULT_SIZES,
-    TARGET_MEMORY_RATIO,
-    TARGET_P50_MS,
-    TARGET_TIME_EXPONENT,
-    ScaleConfig,
-)
-from .corpus import (
-    MAX_PASSAGE_CHARS,
-    default_benchmark_dirs,
-    load_pool,
-    perturb,
-    query_set,
-    split_sentences_rule,
-    synthesize,
-)
-from .embedders import MeteredEmbedding
-from .report import fit_exponent, fit_report, format_scale_table, plot_scale
-from .run import cell_key, run_scale, write_json
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "make_embedder": "...core.defaults",
+    "measure_cell": ".cell",
+    "add_arguments": ".cli",
+    "config_from_args": ".cli",
+    "DEFAULT_METHODS": ".config",
+    "DEFAULT_SIZES": ".config",
+    "TARGET_MEMORY_RATIO": ".config",
+    "TARGET_P50_MS": ".config",
+    "TARGET_TIME_EXPONENT": ".config",
+    "ScaleConfig": ".config",
+    "MAX_PASSAGE_CHARS": ".corpus",
+    "default_benchmark_dirs": ".corpus",
+    "load_pool": ".corpus",
+    "perturb": ".corpus",
+    "query_set": ".corpus",
+    "split_sentences_rule": ".corpus",
+    "synthesize": ".corpus",
+    "MeteredEmbedding": ".embedders",
+    "fit_exponent": ".report",
+    "fit_report": ".report",
+    "format_scale_table": ".report",
+    "plot_scale": ".report",
+    "cell_key": ".run",
+    "run_scale": ".run",
+    "write_json": ".run",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "DEFAULT_METHODS",
@@ -71,3 +81,28 @@ __all__ = [
     "synthesize",
     "write_json",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from ...core.defaults import make_embedder
+    from .cell import measure_cell
+    from .cli import add_arguments, config_from_args
+    from .config import (
+        DEFAULT_METHODS,
+        DEFAULT_SIZES,
+        TARGET_MEMORY_RATIO,
+        TARGET_P50_MS,
+        TARGET_TIME_EXPONENT,
+        ScaleConfig,
+    )
+    from .corpus import (
+        MAX_PASSAGE_CHARS,
+        default_benchmark_dirs,
+        load_pool,
+        perturb,
+        query_set,
+        split_sentences_rule,
+        synthesize,
+    )
+    from .embedders import MeteredEmbedding
+    from .report import fit_exponent, fit_report, format_scale_table, plot_scale
+    from .run import cell_key, run_scale, write_json

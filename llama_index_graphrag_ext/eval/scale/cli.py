@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--benchmarks",
-        help="comma-separated benchmark folders (default: every folder of ../shared/benchmarks)",
+        help="comma-separated benchmark folders (default: every set of the checkout's benchmarks/)",
     )
     parser.add_argument("--queries-per-set", type=int, default=20, help="timed questions per set")
     parser.add_argument("--top-k", type=int, default=10, help="chunks retrieved per question")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .corpus import default_benchmark_dirs
-
 #: The LLM-free methods measured by default (the paper's LP-RAG settings, LLM-free).
 DEFAULT_METHODS = ("dense", "bm25", "qcg", "cue", "chainrag", "lprag:pseudo", "fgrag")
 DEFAULT_SIZES = (1000, 4000, 16000, 64000)
@@ -21,9 +19,7 @@ class ScaleConfig:
 
     methods: list[str] = field(default_factory=lambda: list(DEFAULT_METHODS))
     sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
-    benchmarks: list[str] = field(
-        default_factory=lambda: [str(p) for p in default_benchmark_dirs()]
-    )
+    benchmarks: list[str] = field(default_factory=lambda: [str(p) for p in _default_dirs()])
     queries_per_set: int = 20
     top_k: int = 10
     embed_cache: str | None = None
@@ -39,3 +35,9 @@ class ScaleConfig:
     #: On an oversubscribed machine one thread is much faster for the
     #: matrix-vector products of retrieval.
     blas_threads: int | None = None
+
+
+def _default_dirs() -> list:
+    from .corpus import default_benchmark_dirs  # imports spaCy: only when a run needs it
+
+    return default_benchmark_dirs()

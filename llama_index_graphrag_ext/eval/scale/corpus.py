@@ -22,9 +22,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
 
 
 def default_benchmark_dirs() -> list[Path]:
-    """The shared benchmark folders (``$GRAPHRAG_BENCHMARKS`` or ``../shared/benchmarks``)."""
+    """The benchmark folders (``$GRAPHRAG_BENCHMARKS``, else the checkout's ``benchmarks/``)."""
+    from ..data import BUNDLED
+
     root = os.environ.get("GRAPHRAG_BENCHMARKS")
-    base = Path(root) if root else Path(__file__).resolve().parents[4] / "shared" / "benchmarks"
+    base = Path(root) if root else BUNDLED
     return sorted(p for p in base.glob("*") if (p / "corpus.jsonl").is_file())
 
 
