@@ -203,6 +203,19 @@ def cmd_query(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .core.llm import choose_llm
+    from .documents import UserError
+    from .serve import serve
+
+    try:
+        llm = choose_llm(args.llm).llm
+    except (ValueError, ImportError, RuntimeError) as exc:
+        raise UserError(f"--llm {args.llm or '(environment)'}: {exc}") from exc
+    serve(args.index_dirs, host=args.host, port=args.port, llm=llm)
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .documents import run_info
 
@@ -283,6 +296,17 @@ def _add_document_commands(sub) -> None:
         help="check every file of the index against the checksums its manifests hold",
     )
     info.set_defaults(func=_documents(cmd_info))
+
+    serve = sub.add_parser(
+        "serve", help="keep index folders loaded: a JSON API and a page to ask them side by side"
+    )
+    serve.add_argument("index_dirs", nargs="+", metavar="DIR")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument(
+        "--llm", choices=("embedded", "openai", "openai-like", "none"), help=llm_help
+    )
+    serve.set_defaults(func=_documents(cmd_serve))
 
 
 def cmd_viz(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,128 @@ def passage_record(rank: int, result: NodeWithScore, collection: Collection) -> 
     }
 
 
+class OpenIndex:
+    """An index folder loaded once: what ``query`` asks, and what ``serve`` keeps loaded.
+
+    ``stamp`` identifies the ``DIR/index`` folder it was loaded from; an update
+    replaces that folder whole (a new inode), so :meth:`changed_on_disk` tells a
+    server to load the new one, which then replaces this one.
+    """
+
+    def __init__(self, folder: str | Path, llm: Any = None) -> None:
+        self.folder = Path(folder)
+        self.llm = llm
+        try:  # taken first: an update landing while this loads is then seen as a change
+            self.stamp: tuple[int, int] | None = _stamp(self.folder)
+        except OSError:  # not an index folder: _open says so
+            self.stamp = None
+        self.collection, self.method, self.embed_model, self.index = _open(str(folder), llm)
+
+    @classmethod
+    def open(cls, folder: str | Path, llm: Any = None) -> OpenIndex:
+        return cls(folder, llm)
+
+    def changed_on_disk(self) -> bool:
+        """Whether an update has replaced the folder since this was loaded (``False``
+        while a writer's swap is in flight: the loaded index is still whole)."""
+        try:
+            return _stamp(self.folder) != self.stamp
+        except OSError:
+            return False
+
+    def describe(self) -> dict[str, Any]:
+        c = self.collection
+        return {
+            "folder": str(self.folder.resolve()),
+            "method": c.method,
+            "config": c.config.get("config"),
+            "embedder": c.embedder or c.embed_model,
+            "files": len(c.files),
+            "chunks": sum(int(f.get("chunks", 0)) for f in c.files.values()),
+            "llm": describe_llm(self.llm),
+        }
+
+    def ask(self, question: str, top_k: int = 5, answer: bool = True, stream: bool = False):
+        """The reply ``query --json`` prints; with ``stream``, ``(passages, pieces of the
+        answer, finish)`` where ``finish(text)`` gives that reply once the answer is read.
+
+        Raises:
+            UserError: An empty question or a ``top_k`` below 1.
+        """
+        if not question.strip():
+            raise UserError("the question is empty")
+        if top_k <= 0:
+            raise UserError("--top-k must be positive")
+        llm = self.llm if answer else None
+        note = None
+        if answer and llm is None:
+            note = "no answer: no LLM is configured (--llm none); showing the retrieved passages"
+        retriever = self.index.as_retriever(similarity_top_k=top_k)
+        text, pieces = None, iter(())
+        if llm is not None:
+            engine = self.index.as_query_engine(llm=llm, streaming=stream, similarity_top_k=top_k)
+            response = engine.query(question)
+            # An engine that answers from summaries (FG-RAG's) may cite no chunk: the retriever's.
+            results = list(response.source_nodes) or retriever.retrieve(question)
+            if stream:
+                pieces = response.response_gen
+            else:
+                text = str(response)
+        else:
+            results = retriever.retrieve(question)
+        passages = [
+            passage_record(i + 1, r, self.collection) for i, r in enumerate(results[:top_k])
+        ]
+        graph = self.graph()
+        for passage in passages:
+            if graph is not None and graph.has_node(passage["chunk_id"]):
+                passage["graph"] = neighbourhood(graph, passage["chunk_id"])
+
+        def finish(answer_text: str | None) -> dict[str, Any]:
+            return {
+                "question": question,
+                "method": self.method.name,
+                "llm": describe_llm(llm),
+                "answer": answer_text if llm is not None else None,
+                "note": note,
+                "passages": passages,
+            }
+
+        return (passages, pieces, finish) if stream else finish(text)
+
+    def graph(self) -> Any:
+        """The index's graph (``None`` for dense and BM25), read once."""
+        if not hasattr(self, "_graph"):
+            self._graph = getattr(self.index, "graph", None)
+        return self._graph
+
+
+def neighbourhood(graph: Any, node_id: str, limit: int = 12) -> dict[str, Any]:
+    """What a chunk is linked to in the index's graph, within two steps (a CUE-RAG chunk
+    reaches its entities through its units): the first ``limit`` nodes other than
+    chunks (id, kind, name, step) and how many more there are."""
+    from ..core.viz.selection import node_label
+
+    first = graph.neighbors(node_id)
+    second = [m for n in first for m in graph.neighbors(n)]
+    linked = [(n, 1) for n in first] + [(n, 2) for n in second]
+    seen, kept = {node_id}, []
+    for node, step in linked:
+        if node not in seen and graph.node_kind(node) != "chunk":
+            seen.add(node)
+            kept.append((node, step))
+    nodes = [
+        {"id": n, "kind": graph.node_kind(n), "label": node_label(graph, n, 60), "step": step}
+        for n, step in kept[:limit]
+    ]
+    return {"nodes": nodes, "more": max(0, len(kept) - limit)}
+
+
+def _stamp(folder: Path) -> tuple[int, int]:
+    info = os.stat(index_dir(folder))
+    return info.st_ino, info.st_mtime_ns
+
+
 def run_query(
     folder: str,
     question: str,
@@ -102,58 +225,36 @@ def run_query(
         raise UserError("the question is empty")
     if top_k <= 0:
         raise UserError("--top-k must be positive")
-    llm, note = None, None
+    llm = None
     if answer:
         try:
             llm = choose_llm(provider).llm
         except (ValueError, ImportError, RuntimeError) as exc:
             raise UserError(f"--llm {provider or '(environment)'}: {exc}") from exc
-        if llm is None:
-            note = "no answer: no LLM is configured (--llm none); showing the retrieved passages"
-    collection, method, embed_model, index = _open(folder, llm)
-    retriever = index.as_retriever(similarity_top_k=top_k)
-    text = None
-    if llm is not None:
-        engine = index.as_query_engine(llm=llm, streaming=stream, similarity_top_k=top_k)
-        response = engine.query(question)
-        # An engine that answers from summaries (FG-RAG's) may cite no chunk: show the retriever's.
-        results = list(response.source_nodes) or retriever.retrieve(question)
-        if stream and not as_json:
+    opened = OpenIndex.open(folder, llm)
+    if stream and llm is not None:
+        passages, pieces, finish = opened.ask(question, top_k, answer, stream=True)
+        if not as_json:
             say("Answer: ", end="")
-            pieces = []
-            for piece in response.response_gen:
-                pieces.append(piece)
+        text = []
+        for piece in pieces:
+            text.append(piece)
+            if not as_json:
                 sys.stdout.write(printable(piece))
                 sys.stdout.flush()
-            say("")
-            text = "".join(pieces)
-        elif stream:
-            text = "".join(response.response_gen)
-        else:
-            text = str(response)
+        reply = finish("".join(text))
+        if not as_json:
+            say(f"\n(written by {reply['llm']})\n")
     else:
-        results = retriever.retrieve(question)
-    passages = [passage_record(i + 1, r, collection) for i, r in enumerate(results[:top_k])]
+        reply = opened.ask(question, top_k, answer)
     if as_json:
-        say(
-            json.dumps(
-                {
-                    "question": question,
-                    "method": method.name,
-                    "llm": describe_llm(llm),
-                    "answer": text,
-                    "note": note,
-                    "passages": passages,
-                },
-                ensure_ascii=False,
-            )
-        )
+        say(json.dumps(reply, ensure_ascii=False))
         return 0
-    if text is not None and not stream:
-        say(f"Answer: {text.strip()}\n")
-    elif note:
-        say(f"{note}\n")
-    for p in passages:
+    if reply["answer"] is not None and not stream:
+        say(f"Answer: {reply['answer'].strip()}\n(written by {reply['llm']})\n")
+    elif reply["note"]:
+        say(f"{reply['note']}\n")
+    for p in reply["passages"]:
         where = f"chars {p['start_char']}-{p['end_char']}"
         if p["page"] is not None:
             where += f", page {p['page']}"
@@ -162,7 +263,7 @@ def run_query(
         if p["evidence"]:
             say(f"    evidence: {_short(p['evidence'])}")
         say(f"    {_snippet(p['text'])}")
-    if not passages:
+    if not reply["passages"]:
         say("(no passage retrieved)")
     return 0
 

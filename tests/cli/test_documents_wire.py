@@ -75,6 +75,7 @@ def test_full_tier_build_answer_resume_update(server, tmp_path, capsys):
     )
     assert code == 0, err
     assert out.startswith("Answer: ") and "\n[1] " in out
+    assert "\n(written by OpenAILike(" in out  # the answer names the model that wrote it
     answer = json.loads(
         run(
             capsys,

@@ -129,9 +129,10 @@ def _truncate(text: str, limit: int) -> str:
 
 
 def node_label(graph: TypedGraph, node_id: str, limit: int = 80) -> str:
-    """The node's ``label`` or ``text`` attribute, collapsed and truncated to ``limit``; else its id."""
+    """The node's ``name``, ``label`` or ``text`` attribute, collapsed and truncated to
+    ``limit``; else its id. ``name`` comes first: an entity's ``label`` is its type."""
     attrs = graph.node_attrs(node_id)
-    for key in ("label", "text"):
+    for key in ("name", "label", "text"):
         value = attrs.get(key)
         if value is not None and str(value).strip():
             return clean(_truncate(str(value), limit))
