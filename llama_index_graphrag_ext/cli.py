@@ -12,7 +12,7 @@ from collections.abc import Sequence
 def _configure_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "sentence_transformers", "urllib3", "filelock"):
+    for noisy in ("httpx", "sentence_transformers", "urllib3", "filelock", "bm25s"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 

@@ -1,8 +1,22 @@
 """The references every method is measured against: dense, BM25 and LlamaIndex's hybrid."""
 
-from .bm25 import BM25Retriever
-from .dense import DenseRetriever, build_dense_index
-from .index import BM25Config, BM25Index, DenseConfig, DenseIndex, HybridConfig, HybridIndex
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "BM25Retriever": ".bm25",
+    "DenseRetriever": ".dense",
+    "build_dense_index": ".dense",
+    "BM25Config": ".config",
+    "DenseConfig": ".config",
+    "HybridConfig": ".config",
+    "BM25Index": ".index",
+    "DenseIndex": ".index",
+    "HybridIndex": ".index",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "BM25Config",
@@ -15,3 +29,9 @@ __all__ = [
     "HybridIndex",
     "build_dense_index",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .bm25 import BM25Retriever
+    from .config import BM25Config, DenseConfig, HybridConfig
+    from .dense import DenseRetriever, build_dense_index
+    from .index import BM25Index, DenseIndex, HybridIndex

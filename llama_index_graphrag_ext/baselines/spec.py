@@ -1,7 +1,7 @@
 """The references as the runner, the CLI and the server know them."""
 
 from ..core.spec import Chunking, MethodSpec
-from .index import BM25Config, DenseConfig, HybridConfig
+from .config import BM25Config, DenseConfig, HybridConfig
 
 _LLAMA_INDEX = Chunking(1024, 200, "LlamaIndex's SentenceSplitter default")
 
@@ -19,6 +19,7 @@ BM25 = MethodSpec(
     config=BM25Config,
     index="llama_index_graphrag_ext.baselines.index:BM25Index",
     chunking=_LLAMA_INDEX,
+    embeds=False,
 )
 HYBRID = MethodSpec(
     name="li-hybrid",

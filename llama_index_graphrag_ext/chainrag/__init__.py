@@ -11,14 +11,23 @@
   ``common-entities``).
 """
 
-from .chain import ChainStep
-from .config import EDGE_KINDS, ChainRAGConfig
-from .engine import ChainRAGQueryEngine
-from .index import SentenceGraphIndex
-from .retriever import SentenceGraphRetriever
-from .search import SentenceSearch
-from .sentence_graph import SentenceGraph
-from .sentences import SentenceRecord
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "ChainStep": ".chain",
+    "EDGE_KINDS": ".config",
+    "ChainRAGConfig": ".config",
+    "ChainRAGQueryEngine": ".engine",
+    "SentenceGraphIndex": ".index",
+    "SentenceGraphRetriever": ".retriever",
+    "SentenceSearch": ".search",
+    "SentenceGraph": ".sentence_graph",
+    "SentenceRecord": ".sentences",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "EDGE_KINDS",
@@ -31,3 +40,13 @@ __all__ = [
     "SentenceRecord",
     "SentenceSearch",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .chain import ChainStep
+    from .config import EDGE_KINDS, ChainRAGConfig
+    from .engine import ChainRAGQueryEngine
+    from .index import SentenceGraphIndex
+    from .retriever import SentenceGraphRetriever
+    from .search import SentenceSearch
+    from .sentence_graph import SentenceGraph
+    from .sentences import SentenceRecord

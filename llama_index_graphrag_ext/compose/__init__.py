@@ -5,9 +5,23 @@
 * Sharing: [`SharedResources`][llama_index_graphrag_ext.compose.sharing.SharedResources].
 """
 
-from .fusion import PassageNode, PassageRetriever, fuse_retrievers, normalise_scores
-from .routing import QuestionType, QuestionTypeSelector, build_router, classify_question
-from .sharing import SharedResources
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "PassageNode": ".fusion",
+    "PassageRetriever": ".fusion",
+    "fuse_retrievers": ".fusion",
+    "normalise_scores": ".fusion",
+    "QuestionType": ".routing",
+    "QuestionTypeSelector": ".routing",
+    "build_router": ".routing",
+    "classify_question": ".routing",
+    "SharedResources": ".sharing",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "PassageNode",
@@ -20,3 +34,8 @@ __all__ = [
     "fuse_retrievers",
     "normalise_scores",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .fusion import PassageNode, PassageRetriever, fuse_retrievers, normalise_scores
+    from .routing import QuestionType, QuestionTypeSelector, build_router, classify_question
+    from .sharing import SharedResources

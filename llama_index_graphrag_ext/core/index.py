@@ -44,10 +44,9 @@ from .compact_store import compact_storage_context
 from .config import MethodConfig
 from .defaults import resolve_embed_model
 from .graph import TypedGraph
-from .index_persist import PersistedIndex
+from .index_persist import PersistedIndex, SuiteIndexList
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
-from .persist import SuiteIndexList
 from .rwlock import ReadWriteLock
 from .vectors import MatrixSearch, RowSearcher, StoreTables
 

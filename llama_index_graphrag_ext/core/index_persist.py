@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.data_structs.data_structs import IndexList
+from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
+from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 from llama_index.core.llms import LLM
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
@@ -28,17 +32,41 @@ from .compact_store import (
     compact_storage_context,
 )
 from .graph import TypedGraph
-from .persist import (
-    INDEX_STORE_FILE,
-    MANIFEST,
-    IndexFormatError,
-    SuiteIndexList,
-    atomic_dir,
-    read_manifest,
-    write_manifest,
-)
+from .persist import MANIFEST, IndexFormatError, atomic_dir, read_manifest, write_manifest
 
 logger = logging.getLogger(__name__)
+
+#: LlamaIndex's index-store file name, written so its loader finds the suite's struct.
+INDEX_STORE_FILE = "index_store.json"
+#: Type key of the suite's index structs in LlamaIndex's index store.
+SUITE_STRUCT_TYPE = "graphrag_ext_index"
+
+
+@dataclass
+class SuiteIndexList(IndexList):
+    """LlamaIndex's ``IndexList``, tagged with the suite index class that owns it."""
+
+    index_class: str = ""
+
+    @classmethod
+    def get_type(cls) -> str:  # type: ignore[override]
+        return SUITE_STRUCT_TYPE
+
+
+def _refuse_generic_load(index_struct: SuiteIndexList, **kwargs: Any) -> None:
+    """What ``load_index_from_storage`` meets for a suite index: an error that says how to load it."""
+    dotted = index_struct.index_class or "a llama-index-graphrag-ext index"
+    name = dotted.rsplit(".", 1)[-1]
+    raise IndexFormatError(
+        f"This storage holds {dotted}, which LlamaIndex's load_index_from_storage cannot "
+        f"rebuild (its graph and vectors live in files of its own). Persist it with "
+        f"index.persist(dir) and load it with {name}.load(dir)."
+    )
+
+
+# LlamaIndex's ``load_index_from_storage`` meets a tagged struct and says how to load it.
+INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[SUITE_STRUCT_TYPE] = SuiteIndexList  # type: ignore[index]
+INDEX_STRUCT_TYPE_TO_INDEX_CLASS[SUITE_STRUCT_TYPE] = _refuse_generic_load  # type: ignore[index]
 
 #: File names every persisted graph index uses (``graphrag-ext viz`` reads ``GRAPH_FILE``).
 DOCSTORE_FILE = "docstore.json"

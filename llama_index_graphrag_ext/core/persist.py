@@ -2,11 +2,9 @@
 
 An index folder holds a ``manifest.json`` beside its data files, and is written
 to a temporary sibling renamed into place once complete, so a crash never leaves
-a half-written index. The manifest is sealed last: it lists every file's size and
+a half-written index (LlamaIndex's side of it is :mod:`.index_persist`'s). The manifest is sealed last: it lists every file's size and
 SHA-256 and carries a digest of itself, so a file damaged later (even one that
-still parses) is named when the folder is read (:func:`verify`). LlamaIndex's ``load_index_from_storage`` meets a tagged
-:class:`SuiteIndexList` and raises an error naming ``Class.load(dir)``.
-"""
+still parses) is named when the folder is read (:func:`verify`)."""
 
 from __future__ import annotations
 
@@ -19,14 +17,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from llama_index.core.data_structs.data_structs import IndexList
-from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
-from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 
 logger = logging.getLogger(__name__)
 
@@ -38,38 +32,6 @@ CHECKSUM = "seal"
 
 class IndexFormatError(ValueError):
     """A persisted index is missing, of another kind, or of an unsupported format version."""
-
-
-#: LlamaIndex's index-store file name, written so its loader finds the suite's struct.
-INDEX_STORE_FILE = "index_store.json"
-#: Type key of the suite's index structs in LlamaIndex's index store.
-SUITE_STRUCT_TYPE = "graphrag_ext_index"
-
-
-@dataclass
-class SuiteIndexList(IndexList):
-    """LlamaIndex's ``IndexList``, tagged with the suite index class that owns it."""
-
-    index_class: str = ""
-
-    @classmethod
-    def get_type(cls) -> str:  # type: ignore[override]
-        return SUITE_STRUCT_TYPE
-
-
-def _refuse_generic_load(index_struct: SuiteIndexList, **kwargs: Any) -> None:
-    """What ``load_index_from_storage`` meets for a suite index: an error that says how to load it."""
-    dotted = index_struct.index_class or "a llama-index-graphrag-ext index"
-    name = dotted.rsplit(".", 1)[-1]
-    raise IndexFormatError(
-        f"This storage holds {dotted}, which LlamaIndex's load_index_from_storage cannot "
-        f"rebuild (its graph and vectors live in files of its own). Persist it with "
-        f"index.persist(dir) and load it with {name}.load(dir)."
-    )
-
-
-INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[SUITE_STRUCT_TYPE] = SuiteIndexList  # type: ignore[index]
-INDEX_STRUCT_TYPE_TO_INDEX_CLASS[SUITE_STRUCT_TYPE] = _refuse_generic_load  # type: ignore[index]
 
 
 @contextlib.contextmanager

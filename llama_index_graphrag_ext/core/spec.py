@@ -61,6 +61,8 @@ class MethodSpec:
     chunking: Chunking
     node_parser: Callable[[MethodConfig, Any], Any] | None = None
     own_engine: Callable[[MethodConfig], bool] = field(default=lambda config: False)
+    #: Whether the index embeds anything (BM25 does not: its queries load no embedder).
+    embeds: bool = True
 
     def index_class(self) -> type:
         """The index class (imported now)."""

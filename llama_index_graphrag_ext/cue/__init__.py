@@ -8,17 +8,39 @@ Multi-Partite Graph and Query-Driven Iterative Retrieval*. Settings and presets:
 
 from __future__ import annotations
 
-from .config import CUEConfig
-from .extraction_run import ExtractionResult, ExtractionRun
-from .extractor import KnowledgeUnitExtractor
-from .index import MultiPartiteIndex
-from .prompts import CUE_ANSWER_PROMPT, QUERY_ENTITY_PROMPT, UNIT_EXTRACTION_PROMPT
-from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
-from .retriever import QIterRetriever
-from .scoring import EmbeddingScorer, QIterScorer, RerankerScorer
-from .selection import KnapsackResult, bleu_values, cosine_values, knapsack, token_budget
-from .units import KnowledgeUnit, UnitEntity
-from .view import Adjacency, CueGraphView
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "CUEConfig": ".config",
+    "ExtractionResult": ".extraction_run",
+    "ExtractionRun": ".extraction_run",
+    "KnowledgeUnitExtractor": ".extractor",
+    "MultiPartiteIndex": ".index",
+    "CUE_ANSWER_PROMPT": ".prompts",
+    "QUERY_ENTITY_PROMPT": ".prompts",
+    "UNIT_EXTRACTION_PROMPT": ".prompts",
+    "Anchoring": ".qiter",
+    "PathCandidate": ".qiter",
+    "anchor_entities": ".qiter",
+    "beam_search": ".qiter",
+    "QIterRetriever": ".retriever",
+    "EmbeddingScorer": ".scoring",
+    "QIterScorer": ".scoring",
+    "RerankerScorer": ".scoring",
+    "KnapsackResult": ".selection",
+    "bleu_values": ".selection",
+    "cosine_values": ".selection",
+    "knapsack": ".selection",
+    "token_budget": ".selection",
+    "KnowledgeUnit": ".units",
+    "UnitEntity": ".units",
+    "Adjacency": ".view",
+    "CueGraphView": ".view",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CUE_ANSWER_PROMPT",
@@ -47,3 +69,16 @@ __all__ = [
     "knapsack",
     "token_budget",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .config import CUEConfig
+    from .extraction_run import ExtractionResult, ExtractionRun
+    from .extractor import KnowledgeUnitExtractor
+    from .index import MultiPartiteIndex
+    from .prompts import CUE_ANSWER_PROMPT, QUERY_ENTITY_PROMPT, UNIT_EXTRACTION_PROMPT
+    from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
+    from .retriever import QIterRetriever
+    from .scoring import EmbeddingScorer, QIterScorer, RerankerScorer
+    from .selection import KnapsackResult, bleu_values, cosine_values, knapsack, token_budget
+    from .units import KnowledgeUnit, UnitEntity
+    from .view import Adjacency, CueGraphView

@@ -241,8 +241,10 @@ def _build(req: IndexRequest, say) -> int:
     if overlap >= size:
         raise UserError(f"--chunk-overlap {overlap} must be smaller than the chunk size {size}")
     embed_name = _embed_name(req.embed_model or "default")
-    embed_model = make_embedder(embed_name)
-    embedder = describe_embed_model(embed_model)
+    embed_model, embedder = None, "none (BM25 embeds nothing)"
+    if method.spec.embeds:
+        embed_model = make_embedder(embed_name)
+        embedder = describe_embed_model(embed_model)
     say(f"embedder: {embedder}")
     llm, llm_info = resolve_llm_for(method, req.llm, say)
     started = time.perf_counter()
@@ -325,7 +327,7 @@ def _update(req: IndexRequest, say) -> int:
         return 0
     if not (added or set(known) - set(removed) - {r.path for r in changed}):
         raise UserError("the update would leave the index empty; nothing was changed")
-    embed_model = make_embedder(collection.embed_model)
+    embed_model = make_embedder(collection.embed_model) if method.spec.embeds else None
     llm, _ = resolve_llm_for(method, req.llm, say)
     started = time.perf_counter()
     index = methods.load(

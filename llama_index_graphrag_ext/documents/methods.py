@@ -12,17 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.llms import LLM
-from llama_index.core.schema import BaseNode
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError, MethodConfig
 from ..core.persist import IndexFormatError
 from ..core.spec import Chunking, MethodSpec, make_config, parse_method_name, with_cache
 from ..specs import get_spec
 from .errors import UserError
+
+if TYPE_CHECKING:  # `info` and `bench --list` read this module without the model stack
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.llms import LLM
+    from llama_index.core.schema import BaseNode
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_index.core.schema import NodeWithScore
-
-from ..core.llm import choose_llm, describe_llm
 from . import methods
 from .collection import (
     CACHE_DIR,
@@ -21,18 +18,23 @@ from .collection import (
     read_collection,
 )
 from .errors import UserError
-from .indexing import make_embedder
 from .reading import page_of
 from .terminal import printable, safe_print
+
+if TYPE_CHECKING:  # `info` imports this module: the model stack is imported only to query
+    from llama_index.core.schema import NodeWithScore
 
 #: Metadata a chunk carries from its file (everything else a retriever added is evidence).
 FILE_KEYS = frozenset({"file_path", "file_name", "title"})
 
 
 def _open(folder: str, llm: Any):
+    from .indexing import make_embedder
+
     collection = read_collection(folder)
     method = methods.resolve(collection.method, collection.options)
-    embed_model = make_embedder(collection.embed_model)
+    # Only the embedder its index uses: a BM25 query loads none (nor the model stack).
+    embed_model = make_embedder(collection.embed_model) if method.spec.embeds else None
     path = index_dir(Path(folder)) / METHOD_DIR
     from ..core.persist import IndexFormatError
 
@@ -126,7 +128,7 @@ class OpenIndex:
             "embedder": c.embedder or c.embed_model,
             "files": len(c.files),
             "chunks": sum(int(f.get("chunks", 0)) for f in c.files.values()),
-            "llm": describe_llm(self.llm),
+            "llm": _describe_llm(self.llm),
         }
 
     def ask(self, question: str, top_k: int = 5, answer: bool = True, stream: bool = False):
@@ -169,7 +171,7 @@ class OpenIndex:
             return {
                 "question": question,
                 "method": self.method.name,
-                "llm": describe_llm(llm),
+                "llm": _describe_llm(llm),
                 "answer": answer_text if llm is not None else None,
                 "note": note,
                 "passages": passages,
@@ -205,6 +207,12 @@ def neighbourhood(graph: Any, node_id: str, limit: int = 12) -> dict[str, Any]:
     return {"nodes": nodes, "more": max(0, len(kept) - limit)}
 
 
+def _describe_llm(llm: Any) -> str:
+    from ..core.llm import describe_llm
+
+    return describe_llm(llm)
+
+
 def _stamp(folder: Path) -> tuple[int, int]:
     info = os.stat(index_dir(folder))
     return info.st_ino, info.st_mtime_ns
@@ -228,6 +236,8 @@ def run_query(
     llm = None
     if answer:
         try:
+            from ..core.llm import choose_llm
+
             llm = choose_llm(provider).llm
         except (ValueError, ImportError, RuntimeError) as exc:
             raise UserError(f"--llm {provider or '(environment)'}: {exc}") from exc

@@ -16,12 +16,12 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from llama_index.core import SimpleDirectoryReader
-from llama_index.core.schema import Document
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
+
+if TYPE_CHECKING:  # `query` and `info` use this module's page_of: no model stack for them
+    from llama_index.core.schema import Document
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ class ReadFile:
         """The file as a LlamaIndex ``Document`` whose id is its path, titled by its first
         heading where it has one (never by its file name: a file named after a topic
         would tie every chunk of it to that topic)."""
+        from llama_index.core.schema import Document
+
         metadata = {"file_path": self.path, "file_name": Path(self.path).name}
         title = heading_of(self.text)
         if title:
@@ -130,6 +132,8 @@ def discover(
     Raises:
         UserError: A path does not exist, or a folder holds no file.
     """
+    from llama_index.core import SimpleDirectoryReader
+
     found: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
@@ -250,6 +254,8 @@ def read_files(
         The reading (files read, files skipped with a reason) and the paths left
         unread because ``known`` already holds their hash.
     """
+    from llama_index.core import SimpleDirectoryReader
+    from llama_index.core.schema import Document
     from tqdm.auto import tqdm
 
     known = known or {}

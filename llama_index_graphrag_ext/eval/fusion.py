@@ -23,13 +23,13 @@ import hashlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_index.core.schema import Document
-
-from ..compose.fusion import fuse_retrievers
 from ..core.config import ConfigError
 from .systems import BenchContext, BenchSystem, build_spec_system, spec_config
+
+if TYPE_CHECKING:
+    from llama_index.core.schema import Document
 
 #: Fixed names and the fusion each stands for.
 ALIASES = {
@@ -170,6 +170,8 @@ def build_fusion(name: str, documents: Sequence[Document], ctx: BenchContext) ->
     if weights is not None and len(weights) != len(parts):
         raise ConfigError(f"fusion_weights has {len(weights)} values for {len(parts)} parts")
     scores = ctx.options.get("fusion_scores") or "minmax"
+    from ..compose.fusion import fuse_retrievers
+
     retriever = fuse_retrievers(
         {part: system.retriever for part, (system, _) in built.items()},
         mode=_MODES[mode],

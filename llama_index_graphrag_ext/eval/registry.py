@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from llama_index.core.schema import Document
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import ConfigError, MethodConfig
 from ..core.spec import MethodSpec, parse_method_name
 from ..specs import SPECS, get_spec
 from .fusion import FUSION_HELP, FUSION_OPTIONS, build_fusion, fusion_tier, is_fusion, part_names
 from .systems import BenchContext, BenchSystem, build_spec_system, spec_config
+
+if TYPE_CHECKING:
+    from llama_index.core.schema import Document
 
 __all__ = [
     "BenchContext",

@@ -11,19 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.ingestion import run_transformations
-from llama_index.core.llms import LLM
-from llama_index.core.schema import Document, NodeWithScore
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import MethodConfig
-from ..core.nodes import PassageParser, dedupe_by_source, prepare_documents
 from ..core.spec import MethodSpec, make_config, parse_method_name, with_cache
 from ..specs import get_spec
+
+if TYPE_CHECKING:  # `bench --list` reads the registry without the model stack
+    from llama_index.core.base.base_query_engine import BaseQueryEngine
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.llms import LLM
+    from llama_index.core.schema import Document, NodeWithScore
 
 
 @dataclass
@@ -79,6 +78,8 @@ class BenchSystem:
     def retrieve(self, question: str) -> tuple[list[str], list[NodeWithScore]]:
         """Ranked passage ids (first occurrence of each source) and the raw results."""
         results = self.retriever.retrieve(question)
+        from ..core.nodes import dedupe_by_source
+
         return dedupe_by_source(results), results
 
 
@@ -101,6 +102,10 @@ def build_spec_system(
     config = with_cache(config, ctx.cache_dir, spec.name)
     parser = spec.node_parser(config, llm) if spec.node_parser is not None else None
     steps = spec.parser_steps(parser)
+    from llama_index.core.ingestion import run_transformations
+
+    from ..core.nodes import PassageParser, prepare_documents
+
     docs, _ = prepare_documents(documents)
     nodes = run_transformations(docs, [parser or PassageParser()], show_progress=ctx.show_progress)
     index = spec.build(
@@ -135,6 +140,8 @@ def query_engine_answerer(engine: BaseQueryEngine) -> Callable[[str], tuple[str,
 
     def answer(question: str) -> tuple[str, list[str]]:
         response = engine.query(question)
+        from ..core.nodes import dedupe_by_source
+
         return str(response), dedupe_by_source(response.source_nodes)
 
     return answer

@@ -17,15 +17,26 @@ Context-Aware Fine-Grained Graph RAG". Components:
   query-level fine-grained summarization (map per query entity, streamed reduce).
 """
 
-from .config import FGRAGConfig
-from .cooccurrence import CooccurrenceExtractor
-from .engine import FGRAGQueryEngine
-from .expansion import Expansion, expand_many
-from .extract import FGRAGExtractor, make_extractor
-from .graph import EntityGraph
-from .index import FGRAGIndex
-from .records import parse_extraction
-from .retriever import FGRAGRetriever, spacy_query_entities
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "FGRAGConfig": ".config",
+    "CooccurrenceExtractor": ".cooccurrence",
+    "FGRAGQueryEngine": ".engine",
+    "Expansion": ".expansion",
+    "expand_many": ".expansion",
+    "FGRAGExtractor": ".extract",
+    "make_extractor": ".extract",
+    "EntityGraph": ".graph",
+    "FGRAGIndex": ".index",
+    "parse_extraction": ".records",
+    "FGRAGRetriever": ".retriever",
+    "spacy_query_entities": ".retriever",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CooccurrenceExtractor",
@@ -41,3 +52,14 @@ __all__ = [
     "parse_extraction",
     "spacy_query_entities",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .config import FGRAGConfig
+    from .cooccurrence import CooccurrenceExtractor
+    from .engine import FGRAGQueryEngine
+    from .expansion import Expansion, expand_many
+    from .extract import FGRAGExtractor, make_extractor
+    from .graph import EntityGraph
+    from .index import FGRAGIndex
+    from .records import parse_extraction
+    from .retriever import FGRAGRetriever, spacy_query_entities

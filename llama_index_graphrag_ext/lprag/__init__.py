@@ -12,17 +12,33 @@ Generation" (Nascimento, Franco, Souza). Components:
 | :class:`LinkPredictionRetriever` | §3.4 inference: a new query node, scored links |
 """
 
-from .batches import sample_batches
-from .chunker import LLMAtomicChunker, parse_bracketed_items
-from .config import LPRAGConfig
-from .index import ChunkQueryLinkIndex
-from .link_graph import LinkGraph
-from .predictor import PREDICTORS, LinkPredictor, LinkScorer
-from .prompts import ATOMIC_CHUNK_PROMPT, LP_ANSWER_PROMPT, SYNTHETIC_QUERY_PROMPT
-from .pseudo_queries import pseudo_queries
-from .retriever import LinkPredictionRetriever
-from .synthetic_queries import SyntheticQueryGenerator
-from .training import TrainReport, train_link_predictor
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "sample_batches": ".batches",
+    "LLMAtomicChunker": ".chunker",
+    "parse_bracketed_items": ".chunker",
+    "LPRAGConfig": ".config",
+    "ChunkQueryLinkIndex": ".index",
+    "LinkGraph": ".link_graph",
+    "PREDICTORS": ".predictor",
+    "LinkPredictor": ".predictor",
+    "LinkScorer": ".predictor",
+    "ATOMIC_CHUNK_PROMPT": ".prompts",
+    "LP_ANSWER_PROMPT": ".prompts",
+    "SYNTHETIC_QUERY_PROMPT": ".prompts",
+    "LinkPredictionRetriever": ".retriever",
+    "SyntheticQueryGenerator": ".synthetic_queries",
+    "TrainReport": ".training",
+    "train_link_predictor": ".training",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+# Imported now: the name is also a submodule's, whose import would replace a lazy one.
+from .pseudo_queries import pseudo_queries  # noqa: E402
 
 __all__ = [
     "ATOMIC_CHUNK_PROMPT",
@@ -43,3 +59,16 @@ __all__ = [
     "sample_batches",
     "train_link_predictor",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .batches import sample_batches
+    from .chunker import LLMAtomicChunker, parse_bracketed_items
+    from .config import LPRAGConfig
+    from .index import ChunkQueryLinkIndex
+    from .link_graph import LinkGraph
+    from .predictor import PREDICTORS, LinkPredictor, LinkScorer
+    from .prompts import ATOMIC_CHUNK_PROMPT, LP_ANSWER_PROMPT, SYNTHETIC_QUERY_PROMPT
+    from .pseudo_queries import pseudo_queries
+    from .retriever import LinkPredictionRetriever
+    from .synthetic_queries import SyntheticQueryGenerator
+    from .training import TrainReport, train_link_predictor

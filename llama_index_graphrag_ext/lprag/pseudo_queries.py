@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from spacy.language import Language
 
-from ..core.text import split_sentences_batch
-from .chunker import rule_sentencizer
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 
 def _window(sentence: str, max_words: int, rng: np.random.Generator) -> str:
@@ -30,6 +30,9 @@ def chunk_sentences(texts: Sequence[str], nlp: Language | None = None) -> list[l
 
     ``nlp``: the splitter (default: the shared :func:`.chunker.rule_sentencizer`).
     """
+    from ..core.text import split_sentences_batch  # spaCy: imported when sentences are split
+    from .chunker import rule_sentencizer
+
     split = split_sentences_batch(list(texts), nlp=nlp or rule_sentencizer())
     return [s or ([t.strip()] if t.strip() else []) for s, t in zip(split, texts, strict=True)]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..core.llm import is_embedded
 from ..core.spec import Chunking, MethodSpec
 from .config import LPRAGConfig
 
@@ -17,6 +16,8 @@ def atomic_chunker(config: LPRAGConfig, llm: Any) -> Any:
     queries and ``llm`` can write it (not the embedded SmolLM2); else ``None``."""
     if not (config.uses_llm and config.indexing_llm.atomic_chunks) or llm is None:
         return None
+    from ..core.llm import is_embedded  # the LLM stack: only when an index is built
+
     if is_embedded(llm):
         logger.info("lprag: the embedded SmolLM2 cannot write atomic chunks; passages are chunks")
         return None

@@ -15,16 +15,30 @@
 | :mod:`.prompts` | the generation and answer prompts |
 """
 
-from .config import QCGConfig
-from .doc2query import Doc2QueryGenerator
-from .filtering import doc2query_minus
-from .graph import QueryLayer
-from .index import QueryCentricGraphIndex
-from .parsing import parse_pairs
-from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, QCG_ANSWER_PROMPT
-from .query_nodes import QUERY_NODES_KEY, GeneratedNodes, QueryNodeGenerator, QueryPair, node_text
-from .retriever import QCGRetriever
-from .sentence_nodes import SentenceQueryGenerator
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "QCGConfig": ".config",
+    "Doc2QueryGenerator": ".doc2query",
+    "doc2query_minus": ".filtering",
+    "QueryLayer": ".graph",
+    "QueryCentricGraphIndex": ".index",
+    "parse_pairs": ".parsing",
+    "DOC2QUERY_LINES_PROMPT": ".prompts",
+    "DOC2QUERY_PROMPT": ".prompts",
+    "QCG_ANSWER_PROMPT": ".prompts",
+    "QUERY_NODES_KEY": ".query_nodes",
+    "GeneratedNodes": ".query_nodes",
+    "QueryNodeGenerator": ".query_nodes",
+    "QueryPair": ".query_nodes",
+    "node_text": ".query_nodes",
+    "QCGRetriever": ".retriever",
+    "SentenceQueryGenerator": ".sentence_nodes",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "DOC2QUERY_LINES_PROMPT",
@@ -44,3 +58,21 @@ __all__ = [
     "node_text",
     "parse_pairs",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .config import QCGConfig
+    from .doc2query import Doc2QueryGenerator
+    from .filtering import doc2query_minus
+    from .graph import QueryLayer
+    from .index import QueryCentricGraphIndex
+    from .parsing import parse_pairs
+    from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, QCG_ANSWER_PROMPT
+    from .query_nodes import (
+        QUERY_NODES_KEY,
+        GeneratedNodes,
+        QueryNodeGenerator,
+        QueryPair,
+        node_text,
+    )
+    from .retriever import QCGRetriever
+    from .sentence_nodes import SentenceQueryGenerator

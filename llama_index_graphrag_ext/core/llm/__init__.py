@@ -21,51 +21,67 @@ Example:
     'Paris'
 """
 
-from .cache import LLMCache, cache_key, llm_fingerprint
-from .calls import LLMCaller, LLMTruncatedError, Reply, call_copy
-from .lists import is_degenerate, parse_list, strip_chatter
-from .loop import on_suite_loop, run_sync, suite_loop
-from .parse import (
-    LLMOutputError,
-    find_items,
-    is_refusal,
-    is_unanswered,
-    parse_answer,
-    parse_json,
-    parse_yes_no,
-    strip_label,
-    strip_reasoning,
-    validate_reply,
-)
-from .resolve import (
-    PROVIDERS,
-    TIERS,
-    LLMChoice,
-    accepts_max_tokens,
-    choose_llm,
-    describe_llm,
-    is_embedded,
-    llm_for_provider,
-    llm_identity,
-    llm_tier,
-    provider_from_env,
-    resolve_llm,
-    structured_mode,
-    writes_json,
-)
-from .retry import RetryPolicy, is_retryable
-from .settings import LLMSettings
-from .steps import (
-    ON_LLM_FAILURE,
-    LLMFallbackError,
-    LLMSteps,
-    StepRecord,
-    check_on_failure,
-    fallback_share,
-    reason_of,
-)
-from .target import LLMRequestError, LLMStreamError
-from .usage import UsageMeter, count_llm_calls, finish_reason, reported_usage
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "LLMCache": ".cache",
+    "cache_key": ".cache",
+    "llm_fingerprint": ".cache",
+    "LLMCaller": ".calls",
+    "LLMTruncatedError": ".calls",
+    "Reply": ".calls",
+    "call_copy": ".calls",
+    "is_degenerate": ".lists",
+    "parse_list": ".lists",
+    "strip_chatter": ".lists",
+    "on_suite_loop": ".loop",
+    "run_sync": ".loop",
+    "suite_loop": ".loop",
+    "LLMOutputError": ".parse",
+    "find_items": ".parse",
+    "is_refusal": ".parse",
+    "is_unanswered": ".parse",
+    "parse_answer": ".parse",
+    "parse_json": ".parse",
+    "parse_yes_no": ".parse",
+    "strip_label": ".parse",
+    "strip_reasoning": ".parse",
+    "validate_reply": ".parse",
+    "PROVIDERS": ".resolve",
+    "TIERS": ".resolve",
+    "LLMChoice": ".resolve",
+    "accepts_max_tokens": ".resolve",
+    "choose_llm": ".resolve",
+    "describe_llm": ".resolve",
+    "is_embedded": ".resolve",
+    "llm_for_provider": ".resolve",
+    "llm_identity": ".resolve",
+    "llm_tier": ".resolve",
+    "provider_from_env": ".resolve",
+    "resolve_llm": ".resolve",
+    "structured_mode": ".resolve",
+    "writes_json": ".resolve",
+    "RetryPolicy": ".retry",
+    "is_retryable": ".retry",
+    "LLMSettings": ".settings",
+    "ON_LLM_FAILURE": ".steps",
+    "LLMFallbackError": ".steps",
+    "LLMSteps": ".steps",
+    "StepRecord": ".steps",
+    "check_on_failure": ".steps",
+    "fallback_share": ".steps",
+    "reason_of": ".steps",
+    "LLMRequestError": ".target",
+    "LLMStreamError": ".target",
+    "UsageMeter": ".usage",
+    "count_llm_calls": ".usage",
+    "finish_reason": ".usage",
+    "reported_usage": ".usage",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "ON_LLM_FAILURE",
@@ -122,3 +138,50 @@ __all__ = [
     "validate_reply",
     "writes_json",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .cache import LLMCache, cache_key, llm_fingerprint
+    from .calls import LLMCaller, LLMTruncatedError, Reply, call_copy
+    from .lists import is_degenerate, parse_list, strip_chatter
+    from .loop import on_suite_loop, run_sync, suite_loop
+    from .parse import (
+        LLMOutputError,
+        find_items,
+        is_refusal,
+        is_unanswered,
+        parse_answer,
+        parse_json,
+        parse_yes_no,
+        strip_label,
+        strip_reasoning,
+        validate_reply,
+    )
+    from .resolve import (
+        PROVIDERS,
+        TIERS,
+        LLMChoice,
+        accepts_max_tokens,
+        choose_llm,
+        describe_llm,
+        is_embedded,
+        llm_for_provider,
+        llm_identity,
+        llm_tier,
+        provider_from_env,
+        resolve_llm,
+        structured_mode,
+        writes_json,
+    )
+    from .retry import RetryPolicy, is_retryable
+    from .settings import LLMSettings
+    from .steps import (
+        ON_LLM_FAILURE,
+        LLMFallbackError,
+        LLMSteps,
+        StepRecord,
+        check_on_failure,
+        fallback_share,
+        reason_of,
+    )
+    from .target import LLMRequestError, LLMStreamError
+    from .usage import UsageMeter, count_llm_calls, finish_reason, reported_usage

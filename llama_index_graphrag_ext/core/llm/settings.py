@@ -8,14 +8,15 @@ retrievers take the same names as keyword arguments and keep an instance.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .cache import LLMCache
-from .calls import LLMCaller
 from .retry import RetryPolicy
-from .usage import UsageMeter
+
+if TYPE_CHECKING:  # a method's config holds these settings: reading it imports no LLM stack
+    from .calls import LLMCaller
+    from .usage import UsageMeter
 
 __all__ = ["LLMSettings"]
 
@@ -54,6 +55,9 @@ class LLMSettings(BaseModel):
 
     def new_caller(self, llm: Any, meter: UsageMeter | None = None) -> LLMCaller:
         """An :class:`.calls.LLMCaller` for ``llm`` with these settings (cache file opened)."""
+        from .cache import LLMCache
+        from .calls import LLMCaller
+
         cache = None
         if self.cache_path:
             Path(self.cache_path).expanduser().parent.mkdir(parents=True, exist_ok=True)

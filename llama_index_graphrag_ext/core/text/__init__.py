@@ -10,31 +10,43 @@
 | :mod:`.bleu` | BLEU and leave-one-out corpus BLEU (CUE-RAG's chunk value) |
 """
 
-from .analysis import (
-    Analysis,
-    ParseCache,
-    analyze_batch,
-    extract_entities,
-    extract_entities_batch,
-    shared_parses,
-)
-from .bleu import CorpusNgramIndex, bleu
-from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
-from .parallel import ParsePool
-from .spacy import (
-    DEFAULT_SPACY_MODELS,
-    MAX_CHUNK_CHARS,
-    SENTENCE_MODES,
-    SpacyModelNotFoundError,
-    clear_spacy_cache,
-    has_ner,
-    load_spacy,
-    parsing,
-    split_long_text,
-    split_sentences,
-    split_sentences_batch,
-)
-from .tokens import count_tokens, tokenize, truncate_tokens
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+#: Public name -> the module defining it, imported on first use (see ``_lazy``).
+_EXPORTS = {
+    "Analysis": ".analysis",
+    "ParseCache": ".analysis",
+    "analyze_batch": ".analysis",
+    "extract_entities": ".analysis",
+    "extract_entities_batch": ".analysis",
+    "shared_parses": ".analysis",
+    "CorpusNgramIndex": ".bleu",
+    "DEFAULT_ENTITY_LABELS": ".entities",
+    "NUMERIC_ENTITY_LABELS": ".entities",
+    "Entity": ".entities",
+    "normalize_entity": ".entities",
+    "ParsePool": ".parallel",
+    "DEFAULT_SPACY_MODELS": ".spacy",
+    "MAX_CHUNK_CHARS": ".spacy",
+    "SENTENCE_MODES": ".spacy",
+    "SpacyModelNotFoundError": ".spacy",
+    "clear_spacy_cache": ".spacy",
+    "has_ner": ".spacy",
+    "load_spacy": ".spacy",
+    "parsing": ".spacy",
+    "split_long_text": ".spacy",
+    "split_sentences": ".spacy",
+    "split_sentences_batch": ".spacy",
+    "count_tokens": ".tokens",
+    "tokenize": ".tokens",
+    "truncate_tokens": ".tokens",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+# Imported now: the name is also a submodule's, whose import would replace a lazy one.
+from .bleu import bleu  # noqa: E402
 
 __all__ = [
     "DEFAULT_ENTITY_LABELS",
@@ -65,3 +77,30 @@ __all__ = [
     "tokenize",
     "truncate_tokens",
 ]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from .analysis import (
+        Analysis,
+        ParseCache,
+        analyze_batch,
+        extract_entities,
+        extract_entities_batch,
+        shared_parses,
+    )
+    from .bleu import CorpusNgramIndex, bleu
+    from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
+    from .parallel import ParsePool
+    from .spacy import (
+        DEFAULT_SPACY_MODELS,
+        MAX_CHUNK_CHARS,
+        SENTENCE_MODES,
+        SpacyModelNotFoundError,
+        clear_spacy_cache,
+        has_ner,
+        load_spacy,
+        parsing,
+        split_long_text,
+        split_sentences,
+        split_sentences_batch,
+    )
+    from .tokens import count_tokens, tokenize, truncate_tokens

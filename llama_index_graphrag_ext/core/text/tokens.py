@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
+import runpy
+from pathlib import Path
 from typing import Any
 
-from spacy.lang.en.stop_words import STOP_WORDS
+
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """spaCy's English stop words, read from its ``stop_words.py`` without importing spaCy
+    (whose import takes seconds: a BM25 query needs only this list). The file is plain
+    Python with no imports of its own."""
+    spec = importlib.util.find_spec("spacy")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("spaCy is not installed (`pip install llama-index-graphrag-ext`)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "lang" / "en" / "stop_words.py"
+    return frozenset(runpy.run_path(str(path))["STOP_WORDS"])
+
 
 _WORD_RE = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
 _CONTRACTIONS = ("n't", "'ll", "'re", "'ve", "'d", "'m")
@@ -20,6 +35,7 @@ def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     ``stopwords=True`` drops spaCy's English stop words and their contractions.
     """
     out: list[str] = []
+    STOP_WORDS = stop_words()  # noqa: N806 - the constant it was
     for match in _WORD_RE.finditer(text.casefold()):
         token = match.group().replace("\u2019", "'")
         if token.endswith("'s"):
