@@ -310,11 +310,33 @@ def _add_document_commands(sub) -> None:
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
-    from .core.viz import export_index
+    from pathlib import Path
 
-    shown = export_index(
-        args.index_dir, args.out, max_nodes=args.max_nodes, center=args.center or None
-    )
+    from .core.viz import export_index, method_folder
+    from .documents import UserError
+
+    center = list(args.center or [])
+    if args.query:
+        from .documents.querying import OpenIndex
+
+        if method_folder(args.index_dir) == Path(args.index_dir):
+            raise UserError(
+                f"--query needs a folder written by `graphrag-ext index` ({args.index_dir} "
+                "was written by persist(): centre with --center ID instead)"
+            )
+        reply = OpenIndex.open(args.index_dir).ask(args.query, top_k=args.top_k, answer=False)
+        center += [p["chunk_id"] for p in reply["passages"]]
+        print(f"centred on the {len(reply['passages'])} passage(s) retrieved for the question")
+    try:
+        shown = export_index(
+            args.index_dir,
+            args.out,
+            max_nodes=args.max_nodes,
+            center=center or None,
+            strict=not args.query,
+        )
+    except (ValueError, KeyError) as exc:
+        raise UserError(f"{args.index_dir}: {str(exc).strip(chr(39))}") from exc
     print(f"wrote {args.out}: {shown.caption}")
     return 0
 
@@ -432,12 +454,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--plots", help="folder for one recall plot per report (PNG)")
     report.set_defaults(func=cmd_report)
 
-    viz = sub.add_parser("viz", help="export a persisted index's graph (GraphML or HTML)")
-    viz.add_argument("index_dir", help="a folder written by an index's persist()")
+    viz = sub.add_parser("viz", help="export an index's graph (GraphML or an offline HTML page)")
+    viz.add_argument(
+        "index_dir", metavar="DIR", help="a folder written by graphrag-ext index, or by persist()"
+    )
     viz.add_argument("--out", required=True, help="FILE.graphml or FILE.html")
     viz.add_argument("--max-nodes", type=int, default=300, help="cap on nodes shown")
-    viz.add_argument("--center", action="append", help="node id to centre on (repeatable)")
-    viz.set_defaults(func=cmd_viz)
+    viz.add_argument(
+        "--center",
+        action="append",
+        metavar="ID",
+        help="node id to centre on, repeatable (a chunk_id of `query --json`, entity:NAME, ...)",
+    )
+    viz.add_argument("--query", help="centre on the passages retrieved for this question")
+    viz.add_argument("--top-k", type=int, default=5, help="passages --query centres on")
+    viz.set_defaults(func=_documents(cmd_viz))
     return parser
 
 

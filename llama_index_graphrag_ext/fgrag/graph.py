@@ -163,6 +163,29 @@ class EntityGraph:
         """Number of relations touching entity ``i``."""
         return int(self.indptr[i + 1] - self.indptr[i])
 
+    def typed_graph(self) -> Any:
+        """The graph as a :class:`~..core.graph.TypedGraph` to draw (``graphrag-ext viz``):
+        entities by name and type, relations with their label, and each entity linked to
+        the chunks its descriptions came from."""
+        from ..core.graph import TypedGraph
+
+        graph = TypedGraph({"method": "fgrag"})
+        for i in range(len(self)):
+            graph.add_node(
+                f"entity:{self.name(i)}",
+                "entity",
+                name=self.display(i),
+                type=self.strings[int(self.ent_label[i])],
+            )
+            for _, chunk in self.descriptions(i):
+                if chunk:
+                    graph.add_node(chunk, "chunk")
+                    graph.add_edge(f"entity:{self.name(i)}", chunk, "described_in")
+        for r in range(self.num_relations):
+            source, label, target = self.relation_key(r)
+            graph.add_edge(f"entity:{source}", f"entity:{target}", "relation", label=label)
+        return graph
+
     def entity_nodes(self, rows: Iterable[int] | None = None) -> list[EntityNode]:
         """Entities as LlamaIndex ``EntityNode`` objects (for property graph stores)."""
         out = []

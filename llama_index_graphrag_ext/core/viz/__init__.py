@@ -53,32 +53,71 @@ def export_index(
     *,
     max_nodes: int | None = 300,
     center: Iterable[str] | None = None,
+    strict: bool = True,
 ) -> ExportSummary:
     """Export the graph of any persisted index of the suite (what ``graphrag-ext viz`` runs).
 
-    Reads the manifest and graph file only, so no model is needed.
+    ``index_dir`` is a folder ``persist()`` wrote, or one ``graphrag-ext index`` wrote
+    (its ``index/method`` is drawn). Reads the manifest and graph file only, so no
+    model is needed. FG-RAG's entity graph is drawn with its entities' source chunks.
 
     Args:
         max_nodes: Cap on the nodes shown (None for all, GraphML only).
         center: Node ids to centre the shown neighbourhood on.
+        strict: An unknown centre id is an error (else it is left out: a retrieved
+            passage the graph does not hold).
 
     Raises:
         IndexFormatError: The folder is not a persisted index.
         ValueError: The index has no graph, or a centre id is unknown.
     """
-    folder = Path(index_dir)
+    folder = method_folder(index_dir)
+    if (folder / "baseline.json").is_file():  # the baselines persist LlamaIndex's storage
+        raise ValueError(
+            f"{index_dir} holds a dense, BM25 or hybrid index, which has no graph to draw"
+        )
     manifest = read_manifest(folder)
-    graph_path = folder / GRAPH_FILE
-    if not graph_path.is_file():
-        raise ValueError(f"{folder} holds a {manifest.get('kind')!r} index without a graph")
-    graph = TypedGraph.load(graph_path)
+    graph = load_graph(folder, manifest)
     center = list(center or [])
     unknown = [c for c in center if not graph.has_node(c)]
-    if unknown:
-        raise ValueError(f"unknown centre node(s): {unknown[:5]}")
+    if not strict:
+        center = [c for c in center if graph.has_node(c)]
+    elif unknown:
+        raise ValueError(
+            f"unknown centre node(s): {unknown[:5]}; ids are chunk ids (the chunk_id of "
+            "`graphrag-ext query --json`), entity:<name>, unit:<hash>, ...; or centre on a "
+            "question's evidence with --query"
+        )
     kw: dict[str, Any] = {"max_nodes": max_nodes, "center": center or None}
     if Path(path).suffix.lower() in (".html", ".htm"):
-        kw["title"] = f"{manifest.get('kind')} index: {folder.name}"
+        kw["title"] = f"{manifest.get('kind')} index: {Path(index_dir).name}"
         if max_nodes is None:
             kw["max_nodes"] = 300
     return export(graph, path, **kw)
+
+
+def method_folder(index_dir: str | os.PathLike[str]) -> Path:
+    """The folder holding the method's index: ``index_dir`` itself, or its ``index/method``
+    when ``graphrag-ext index`` wrote it."""
+    folder = Path(index_dir)
+    return (
+        folder / "index" / "method" if (folder / "index" / "collection.json").is_file() else folder
+    )
+
+
+def load_graph(folder: Path, manifest: dict[str, Any]) -> TypedGraph:
+    """The index's graph to draw.
+
+    Raises:
+        ValueError: The index has no graph (dense, BM25).
+    """
+    if (folder / GRAPH_FILE).is_file():
+        return TypedGraph.load(folder / GRAPH_FILE)
+    if manifest.get("kind") == "fgrag":
+        from ...fgrag.graph import EntityGraph
+
+        return EntityGraph.load(folder).typed_graph()
+    raise ValueError(
+        f"{folder} holds a {manifest.get('kind')!r} index, which has no graph to draw "
+        "(dense and BM25 rank passages without one)"
+    )

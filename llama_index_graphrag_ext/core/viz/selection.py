@@ -50,8 +50,10 @@ def neighbourhood(
 
     A breadth-first search from the ``center`` nodes, or else from the
     highest-degree node (restarting from the next one when a component is
-    exhausted); neighbours are taken by decreasing degree, then id, so the
-    result is deterministic. Returns node ids in the order reached.
+    exhausted); each node adds at most ``max(8, max_nodes // 12)`` neighbours,
+    chunks first, then by decreasing degree and id, so a hub's leaves do not
+    fill the view and the result is deterministic. Returns node ids in the
+    order reached.
 
     Raises:
         KeyError: If a centre node does not exist.
@@ -63,7 +65,12 @@ def neighbourhood(
     limit = total if max_nodes is None else min(max_nodes, total)
 
     def by_degree(ids: Iterable[str]) -> list[str]:
-        return sorted(ids, key=lambda n: (-graph.degree(n), n))
+        # Chunks first (what a reader came to see), then the best connected; a node adds
+        # at most `fanout` neighbours, so one hub and its leaves never fill the view.
+        ranked = sorted(ids, key=lambda n: (graph.node_kind(n) != "chunk", -graph.degree(n), n))
+        return ranked[:fanout]
+
+    fanout = max(8, limit // 12)
 
     if center is not None:
         seeds = list(dict.fromkeys([center] if isinstance(center, str) else center))
@@ -78,7 +85,7 @@ def neighbourhood(
     if limit >= total:
         return graph.nodes()
     visited: dict[str, None] = {}
-    for seed in by_degree(graph.nodes()):
+    for seed in sorted(graph.nodes(), key=lambda n: (-graph.degree(n), n)):
         if len(visited) >= limit:
             break
         if seed not in visited:
