@@ -21,22 +21,25 @@ from typing import Any, TextIO
 from llama_index.core.llms import LLM
 
 from .core.defaults import describe_embed_model, resolve_embed_model
-from .core.llm import LLMOutputError, choose_llm, count_llm_calls
+from .core.llm import LLMOutputError, choose_llm, count_llm_calls, is_embedded
 from .core.llm.answering import answering
 from .core.nodes import EVIDENCE_KEY
 from .core.prompts import SHORT_ANSWER_PROMPT
 from .eval.data import load_benchmark
+from .eval.metrics import accuracy
 from .eval.registry import BenchContext, build_system, resolve
 from .eval.table import step_notes
 
 DEMO_DATA = Path(__file__).parent / "data" / "demo"
 
 #: The methods the demo shows, in order, each with its ``default`` preset (LLM-free).
-DEMO_METHODS: tuple[str, ...] = ("dense", "qcg", "cue", "chainrag", "lprag")
+DEMO_METHODS: tuple[str, ...] = ("dense", "qcg", "cue", "chainrag", "lprag", "fgrag")
 
 
 #: Evidence keys not worth a place on the one "why" line (the question itself, ...).
 _QUIET_KEYS = frozenset({"method", "query"})
+#: What a nested evidence record is shown by: its text (a matched query, a sentence, ...).
+_TEXT_KEYS = ("query", "sentence", "text", "units", "entity", "name", "description")
 
 
 def _brief(value: Any) -> str:
@@ -44,6 +47,9 @@ def _brief(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, dict):
+        text = next((value[k] for k in _TEXT_KEYS if value.get(k)), None)
+        if text is not None:  # a matched query, a sentence: what a reader wants to see
+            return _brief(text)
         parts = [f"{k}={_brief(v)}" for k, v in value.items() if not isinstance(v, (dict, list))]
         return "(" + ", ".join(parts) + ")"
     if isinstance(value, (list, tuple)):
@@ -59,10 +65,11 @@ def format_evidence(evidence: dict[str, Any] | None, width: int = 140) -> str:
     if not evidence:
         return "(no evidence recorded)"
     items = [(k, v) for k, v in evidence.items() if k not in _QUIET_KEYS]
-    # Short facts first (rank, scores, edge kinds), then the nested detail.
+    # The nested records first (QCG-RAG's matched queries, ChainRAG's sentences, CUE-RAG's
+    # paths), shown by their text, then the short facts (rank, scores, counts).
     items.sort(
         key=lambda kv: (
-            isinstance(kv[1], (list, tuple)) and bool(kv[1]) and isinstance(kv[1][0], dict)
+            not (isinstance(kv[1], (list, tuple)) and bool(kv[1]) and isinstance(kv[1][0], dict))
         )
     )
     parts = [f"{k}={_brief(v)}" for k, v in items]
@@ -102,6 +109,14 @@ def run_demo(
     the_llm = choice.llm
     print(f"Embedder: {describe_embed_model(embed_model)}", file=out)
     print(f"LLM: {choice.describe()} ({choice.tier})", file=out)
+    if is_embedded(the_llm):
+        print(
+            "  The embedded LLM is SmolLM2-135M: a 135-million-parameter model that runs "
+            "offline anywhere\n  and reads passages poorly, so expect few right answers even "
+            "when the right passage is found.\n  `--llm openai` or `--llm openai-like` "
+            "(a vLLM, Ollama or llama.cpp server) answers for real.",
+            file=out,
+        )
     synthesize = (
         answering(the_llm, response_mode="compact", text_qa_template=SHORT_ANSWER_PROMPT)
         if the_llm is not None
@@ -129,7 +144,7 @@ def run_demo(
             records = [r.to_dict() for ledger in system.steps for r in ledger.records()]
             for line in step_notes({"llm_steps": records}):
                 print(f"  LLM step {line}", file=out)
-            answers = []
+            answers, gold_found, gold_total, right = [], 0, 0, 0
             for q in bench.questions:
                 print(f"\nQ: {q.question}", file=out)
                 if system.answerer is not None:
@@ -150,13 +165,20 @@ def run_demo(
                 print(f"A: {answer}", file=out)
                 print(f"   gold: {' | '.join(q.answers)}", file=out)
                 answers.append(answer)
+                shown = {r.node.ref_doc_id for r in results}
+                gold_found += len(shown & set(q.gold_ids))
+                gold_total += len(q.gold_ids)
+                right += int(accuracy(answer, q.answers)) if the_llm is not None else 0
             summary["methods"][name] = {
                 "index_seconds": index_seconds,
                 "answers": answers,
                 "llm_steps": records,
+                "gold_in_top_k": None if system.answerer else (gold_found, gold_total),
+                "answers_with_gold": right if the_llm is not None else None,
             }
         calls, tokens = usage.take()
     elapsed = time.perf_counter() - started
+    _print_table(summary["methods"], len(bench.questions), top_k, out)
     print(
         f"\nDone in {elapsed:.1f} s. LLM: {calls} calls, {tokens} tokens "
         "(* marks a gold supporting passage).",
@@ -164,6 +186,19 @@ def run_demo(
     )
     summary.update(seconds=elapsed, llm_calls=calls, llm_tokens=tokens)
     return summary
+
+
+def _print_table(methods: dict[str, Any], questions: int, top_k: int, out: TextIO) -> None:
+    """One line per method: gold passages in the top k, answers holding the gold, build time."""
+    print(f"\n{'method':<10} {f'gold passages in top {top_k}':>24} {'answers with gold':>18} "
+          f"{'index s':>8}", file=out)  # fmt: skip
+    for name, m in methods.items():
+        found = m["gold_in_top_k"]
+        shown = f"{found[0]} of {found[1]}" if found else "(own engine)"
+        right = (
+            "-" if m["answers_with_gold"] is None else f"{m['answers_with_gold']} of {questions}"
+        )
+        print(f"{name:<10} {shown:>24} {right:>18} {m['index_seconds']:>8.1f}", file=out)
 
 
 def _answer(synthesize: Any, question: str, results: list) -> str:

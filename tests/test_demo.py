@@ -15,7 +15,9 @@ def test_format_evidence():
     nested = format_evidence(
         {"method": "x", "sentences": [{"text": "A long sentence here", "hop": 1}], "rank": 2}
     )
-    assert nested == "x: rank=2; sentences=[(text='A long sentence here', hop=1)]"
+    assert nested == "x: sentences=['A long sentence here']; rank=2"  # the text first
+    qcg = format_evidence({"method": "qcg", "collected": 3, "query_nodes": [{"query": "Who?"}]})
+    assert qcg == "qcg: query_nodes=[Who?]; collected=3"  # the matched queries, not counters
     assert format_evidence(None) == "(no evidence recorded)"
 
 
@@ -26,6 +28,9 @@ def test_demo_retrieval_only_without_llm():
     assert text.count("\nQ: ") == 4 and "why: dense: rank=1; cosine=" in text
     assert "(no LLM: retrieval only)" in text and summary["llm_calls"] == 0
     assert "*1." in text  # a gold passage ranked first for at least one question
+    assert "gold passages in top 3" in text  # the closing table, one line per method
+    found, total = summary["methods"]["dense"]["gold_in_top_k"]
+    assert 0 < found <= total and f"{found} of {total}" in text
 
 
 @pytest.mark.embedded
@@ -34,7 +39,8 @@ def test_demo_with_the_embedded_llm():
     summary = run_demo(llm="embedded", out=out)
     text = out.getvalue()
     assert "LLM: EmbeddedLlamaCPP(SmolLM2-135M-Instruct.Q4_1.gguf) from argument" in text
-    assert "(embedded-llm)" in text
+    assert "(embedded-llm)" in text and "135-million-parameter model" in text
+    assert "fgrag" in DEMO_METHODS
     n_questions = 4 * len(DEMO_METHODS)
     assert summary["llm_calls"] == n_questions and summary["llm_tokens"] > 0
     for method in DEMO_METHODS:

@@ -43,12 +43,22 @@ def embed_texts(
     if n == 0:
         return np.zeros((0, _dimension(embed_model)), dtype=np.float32)
     out: np.ndarray | None = None
-    bar = tqdm(total=n, desc=desc, unit="text", disable=not show_progress, leave=False)
+    # Counted in characters, not texts: the longest texts go first, so a bar counting texts
+    # sees its slowest batch first and promised hours for a build of minutes.
+    total = sum(len(t) for t in texts) or n
+    bar = tqdm(
+        total=total,
+        desc=f"{desc} {n:,} texts",
+        unit="char",
+        unit_scale=True,
+        disable=not show_progress,
+        leave=False,
+    )
     try:
         for idx, chunk in _length_sorted_batches(embed_model, texts, batch_size):
             vectors = np.asarray(embed_model.get_text_embedding_batch(chunk), dtype=np.float32)
             out = _place(out, n, idx, vectors)
-            bar.update(len(idx))
+            bar.update(sum(len(texts[i]) for i in idx) if total != n else len(idx))
     finally:
         bar.close()
     return normalize_rows(out)

@@ -121,9 +121,18 @@ def embed_spans(
     counts = {"windowed": 0, "over": 0}
     alone: list[tuple[int, int]] = []
     pending: list[_Read] = []  # the windows read so far of the text being assembled
-    bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not show_progress, leave=False)
+    # Counted in windows read, not texts: the longest text goes first, and a bar counting
+    # texts sat at 0 through it, promising hours for a build of minutes.
+    bar = tqdm(
+        total=len(reads),
+        desc=f"{desc} {len(texts):,} texts",
+        unit="window",
+        disable=not show_progress,
+        leave=False,
+    )
     try:
         for read in _forward(model, texts, reads, batch):
+            bar.update(1)
             pending.append(read)
             i = read.text
             if len(pending) < len(windows_of[i]):
@@ -143,7 +152,6 @@ def embed_spans(
                     alone.append((i, j))
                 else:
                     span_vectors[i][j] = vector
-            bar.update(1)
     finally:
         bar.close()
     if alone:

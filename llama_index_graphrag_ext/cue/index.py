@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode, MetadataMode
+from tqdm.auto import tqdm
 
 from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
@@ -132,6 +133,9 @@ class MultiPartiteIndex(GraphIndexBase):
         parts: list[tuple] = []
         vector_stats: Counter[str] = Counter()
         chunk_windows: list[np.ndarray | None] = []
+        # One bar over every chunk (a bar per batch restarted at 0/256 with a wild ETA).
+        bar = tqdm(total=len(nodes), desc="CUE-RAG units, entities, vectors", unit="chunk",
+                   disable=not progress, leave=False)  # fmt: skip
         # A batch at a time, keeping only the compact growth; each batch is embedded
         # while the parse workers parse the next ones (ExtractionRun parses ahead).
         for start, units in run.batches(self.extract_batch):
@@ -153,12 +157,14 @@ class MultiPartiteIndex(GraphIndexBase):
                 units=self.config.vectors.unit_vectors,
                 entities=self.config.vectors.entity_vectors,
                 on_unavailable=self.config.vectors.late_fallback,
-                show_progress=progress,
+                show_progress=False,
             )
             *vectors, windows = vectors
             parts.append(tuple(vectors))
             chunk_windows += windows
             vector_stats.update(batch_stats)
+            bar.update(len(batch_nodes))
+        bar.close()
         stats = run.stats()
         del run
         if no_entity:

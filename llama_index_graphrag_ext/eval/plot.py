@@ -35,3 +35,36 @@ def plot_recall(report: dict[str, Any], path: str | os.PathLike) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def plot_cost(report: dict[str, Any], path: str | os.PathLike) -> bool:
+    """Write recall@5 against cost, one point per method: index seconds (left) and the
+    median query time (right), both on log scales. ``False`` (nothing written) when
+    fewer than two methods carry both figures."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [
+        (name, r["recall@5"], r["index_seconds"], r["query_ms_p50"])
+        for name, r in report["methods"].items()
+        if r.get("recall@5") is not None and r.get("index_seconds") and r.get("query_ms_p50")
+    ]
+    if len(rows) < 2:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), dpi=120, sharey=True)
+    for ax, column, label in ((axes[0], 2, "index seconds"), (axes[1], 3, "query p50 (ms)")):
+        for name, recall, *costs in rows:
+            cost = costs[column - 2]
+            ax.scatter(cost, recall, s=22)
+            ax.annotate(name, (cost, recall), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{label} (log scale)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("recall@5")
+    fig.suptitle(f"{report['bench']}: recall@5 against cost (up and left is better)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

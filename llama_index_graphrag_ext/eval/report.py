@@ -117,8 +117,10 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
-    """One report as a Markdown section."""
+def render_section(
+    path: Path, report: dict[str, Any], plot: str | None, cost_plot: str | None = None
+) -> str:
+    """One report as a Markdown section (its recall plot, and its recall-against-cost plot)."""
     run = report["run"]
     title = report.get("title") or f"{report['bench']}: {', '.join(report['methods'])}"
     lines = [f"## {title}", ""]
@@ -150,6 +152,8 @@ def render_section(path: Path, report: dict[str, Any], plot: str | None) -> str:
         lines += ["No LLM calls were made (the LLM call and token columns are all zero).", ""]
     if plot:
         lines += [f"![recall@k, {title}]({plot})", ""]
+    if cost_plot:
+        lines += [f"![recall@5 against index and query time, {title}]({cost_plot})", ""]
     facts = _facts(report)
     if facts:
         lines += ['??? info "What the methods reported"', ""]
@@ -174,14 +178,19 @@ def render_page(
     """
     sections = [HEADER]
     for path, report in load_reports(paths):
-        plot = None
+        plot = cost_plot = None
         if plots_dir is not None:
             png = Path(plots_dir) / (path.stem + ".png")
+            cost = Path(plots_dir) / (path.stem + "-cost.png")
             if write_plots:
-                from .plot import plot_recall
+                from .plot import plot_cost, plot_recall
 
                 png.parent.mkdir(parents=True, exist_ok=True)
                 plot_recall(report, png)
+                if not plot_cost(report, cost):
+                    cost.unlink(missing_ok=True)
             plot = os.path.relpath(png, page_dir).replace(os.sep, "/")
-        sections.append(render_section(path, report, plot))
+            if cost.is_file():
+                cost_plot = os.path.relpath(cost, page_dir).replace(os.sep, "/")
+        sections.append(render_section(path, report, plot, cost_plot))
     return "\n".join(sections).rstrip() + "\n"

@@ -114,3 +114,14 @@ def test_reports_without_per_question_outcomes_render_without_intervals(tmp_path
     page = render_page([path])
     assert "| dense | llm-free |" in page and DELTA_HEADER not in page
     assert "not a claim" not in page and "window" not in page
+
+
+def test_recall_against_cost_is_drawn_when_two_methods_have_costs(tmp_path):
+    from llama_index_graphrag_ext.eval.plot import plot_cost
+
+    report = _report()
+    for name, seconds in (("dense", 1.2), ("qcg", 3.4)):
+        report["methods"][name].update(index_seconds=seconds, query_ms_p50=20.0)
+    assert plot_cost(report, tmp_path / "cost.png") and (tmp_path / "cost.png").stat().st_size
+    del report["methods"]["qcg"]
+    assert not plot_cost(report, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
