@@ -8,6 +8,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+#: What --reranker takes (index, query, serve).
+RERANK_HELP = (
+    "a local cross-encoder folder or cached model id (FlagEmbedding: BAAI/bge-reranker-v2-m3), "
+    "or package.module:Class[,key=value...] of any LlamaIndex node postprocessor"
+)
+
 
 def _configure_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
@@ -178,6 +184,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         update=args.update,
         exclude=args.exclude,
         include=args.include,
+        reranker=args.reranker,
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
         llm=args.llm,
@@ -200,6 +207,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         as_json=args.json,
         stream=args.stream,
         provider=args.llm,
+        reranker=args.reranker,
     )
 
 
@@ -212,7 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         llm = choose_llm(args.llm).llm
     except (ValueError, ImportError, RuntimeError) as exc:
         raise UserError(f"--llm {args.llm or '(environment)'}: {exc}") from exc
-    serve(args.index_dirs, host=args.host, port=args.port, llm=llm)
+    serve(args.index_dirs, host=args.host, port=args.port, llm=llm, reranker=args.reranker)
     return 0
 
 
@@ -265,6 +273,8 @@ def _add_document_commands(sub) -> None:
         "in the local cache, package.module:Class[,key=value...] of any LlamaIndex embedding, "
         "or 'hash:<dim>' (a near-free stand-in for trials); recorded with the index",
     )
+    index.add_argument("--reranker", metavar="RERANKER",
+                       help=f"record a reranker that query and serve apply: {RERANK_HELP}")  # fmt: skip
     index.add_argument(
         "--wait",
         type=float,
@@ -285,6 +295,8 @@ def _add_document_commands(sub) -> None:
     query.add_argument(
         "--llm", choices=("embedded", "openai", "openai-like", "none"), help=llm_help
     )
+    query.add_argument("--reranker", metavar="RERANKER", help=f"rerank with {RERANK_HELP} "
+                       "(default: the one recorded with the index, if any)")  # fmt: skip
     query.set_defaults(func=_documents(cmd_query))
 
     info = sub.add_parser("info", help="describe an index built by graphrag-ext index")
@@ -306,6 +318,8 @@ def _add_document_commands(sub) -> None:
     serve.add_argument(
         "--llm", choices=("embedded", "openai", "openai-like", "none"), help=llm_help
     )
+    serve.add_argument("--reranker", metavar="RERANKER", help=f"rerank with {RERANK_HELP} "
+                       "(default: each index's recorded one)")  # fmt: skip
     serve.set_defaults(func=_documents(cmd_serve))
 
 

@@ -277,6 +277,35 @@ def make_embedder(name: str) -> BaseEmbedding:
     )
 
 
+def make_reranker(name: str) -> Any:
+    """The reranker a user names on the command line (nothing is downloaded): a local
+    cross-encoder folder or a Hugging Face model id in the local cache, read by
+    FlagEmbedding (``BAAI/bge-reranker-v2-m3``, the papers' BGE rerankers), or
+    ``package.module:Class[,key=value...]`` of any LlamaIndex node postprocessor.
+
+    Raises:
+        ValueError: Nothing of that name (the message says what is accepted).
+    """
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+
+    if ":" in name and not Path(name).expanduser().is_dir():
+        return _component(name, BaseNodePostprocessor, "a LlamaIndex node postprocessor")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        folder = str(path.resolve())
+    elif name.count("/") == 1 and not name.startswith((".", "/", "~")):
+        folder = _cached_model(name)
+    else:
+        raise ValueError(
+            f"unknown reranker {name!r}: give a local cross-encoder folder, a Hugging Face "
+            "model id in the local cache, or package.module:Class of a LlamaIndex postprocessor"
+        )
+    _ensure_offline()
+    from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
+
+    return FlagEmbeddingReranker(model=folder, top_n=10, use_fp16=False)
+
+
 def _cached_model(model_id: str) -> str:
     """The local folder of ``model_id`` in the Hugging Face cache (never downloaded)."""
     from huggingface_hub import snapshot_download
@@ -294,6 +323,11 @@ def _cached_model(model_id: str) -> str:
 
 def _embedding_class(text: str) -> BaseEmbedding:
     """``package.module:Class[,key=value...]``: an instance of that LlamaIndex embedding."""
+    return _component(text, BaseEmbedding, "a LlamaIndex embedding (a BaseEmbedding subclass)")
+
+
+def _component(text: str, base: type, what: str) -> Any:
+    """``package.module:Class[,key=value...]``: an instance of that subclass of ``base``."""
     import json
     from importlib import import_module
 
@@ -303,8 +337,8 @@ def _embedding_class(text: str) -> BaseEmbedding:
         cls = getattr(import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"{target}: cannot import it ({exc})") from None
-    if not (isinstance(cls, type) and issubclass(cls, BaseEmbedding)):
-        raise ValueError(f"{target} is not a LlamaIndex embedding (a BaseEmbedding subclass)")
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"{target} is not {what}")
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

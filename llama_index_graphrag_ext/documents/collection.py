@@ -57,6 +57,8 @@ class Collection:
     llm_steps: list[dict[str, Any]] = field(default_factory=list)
     #: The embedder's model and dimension, as ``info`` shows it (``embed_model``: its name).
     embedder: str = ""
+    #: The reranker ``query`` and ``serve`` apply (``--reranker``; "" for none).
+    reranker: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": COLLECTION_FORMAT, "tool": "graphrag-ext index", **self.__dict__}

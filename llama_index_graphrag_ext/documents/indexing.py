@@ -46,6 +46,8 @@ class IndexRequest:
     #: The embedder (see ``core.defaults.make_embedder``); ``None``: ``default`` for a new
     #: index, the recorded one on ``--update``.
     embed_model: str | None = None
+    #: A reranker for ``query`` and ``serve`` (see ``core.defaults.make_reranker``).
+    reranker: str | None = None
     show_progress: bool = True
     wait: float = 0.0
 
@@ -58,6 +60,19 @@ def make_embedder(spec: str):
         return make(spec)
     except ValueError as exc:
         raise UserError(f"--embed-model {spec}: {exc}") from exc
+
+
+def _reranker_name(spec: str | None) -> str:
+    """A reranker as recorded, checked now (a bad name fails the build, not a later query)."""
+    if not spec:
+        return ""
+    from ..core.defaults import make_reranker
+
+    try:
+        make_reranker(spec)
+    except ValueError as exc:
+        raise UserError(f"--reranker {spec}: {exc}") from exc
+    return _embed_name(spec)
 
 
 def _embed_name(spec: str) -> str:
@@ -273,6 +288,7 @@ def _build(req: IndexRequest, say) -> int:
         },
         embed_model=embed_name,
         embedder=embedder,
+        reranker=_reranker_name(req.reranker),
         llm=llm_info,
     )
     _record_files(collection, reading.files, nodes)
@@ -302,6 +318,8 @@ def _update(req: IndexRequest, say) -> int:
             f"{req.embed_model}: its vectors cannot be mixed; drop --embed-model, or build "
             "a new index with --out"
         )
+    if req.reranker is not None:  # a query-time choice: --update may change it
+        collection.reranker = _reranker_name(req.reranker)
     method = methods.resolve(collection.method, collection.options)
     files = _outside(discover(req.paths, req.exclude, req.include), folder)
     known = {path: info["sha256"] for path, info in collection.files.items()}

@@ -98,18 +98,28 @@ class OpenIndex:
     server to load the new one, which then replaces this one.
     """
 
-    def __init__(self, folder: str | Path, llm: Any = None) -> None:
+    def __init__(self, folder: str | Path, llm: Any = None, reranker: str | None = None) -> None:
         self.folder = Path(folder)
         self.llm = llm
+        self.reranker_name = reranker
         try:  # taken first: an update landing while this loads is then seen as a change
             self.stamp: tuple[int, int] | None = _stamp(self.folder)
         except OSError:  # not an index folder: _open says so
             self.stamp = None
         self.collection, self.method, self.embed_model, self.index = _open(str(folder), llm)
+        self.reranker_name = reranker or self.collection.reranker or None
+        self.reranker = None
+        if self.reranker_name:
+            from ..core.defaults import make_reranker
+
+            try:
+                self.reranker = make_reranker(self.reranker_name)
+            except ValueError as exc:
+                raise UserError(f"--reranker {self.reranker_name}: {exc}") from exc
 
     @classmethod
-    def open(cls, folder: str | Path, llm: Any = None) -> OpenIndex:
-        return cls(folder, llm)
+    def open(cls, folder: str | Path, llm: Any = None, reranker: str | None = None) -> OpenIndex:
+        return cls(folder, llm, reranker)
 
     def changed_on_disk(self) -> bool:
         """Whether an update has replaced the folder since this was loaded (``False``
@@ -146,6 +156,8 @@ class OpenIndex:
         note = None
         if answer and llm is None:
             note = "no answer: no LLM is configured (--llm none); showing the retrieved passages"
+        if self.reranker is not None:
+            return self._ask_reranked(question, top_k, llm, note, stream)
         retriever = self.index.as_retriever(similarity_top_k=top_k)
         text, pieces = None, iter(())
         if llm is not None:
@@ -178,6 +190,42 @@ class OpenIndex:
             }
 
         return (passages, pieces, finish) if stream else finish(text)
+
+    def _ask_reranked(self, question: str, top_k: int, llm: Any, note: str | None, stream: bool):
+        """Retrieve ``max(20, 3 top_k)`` candidates, keep the reranker's ``top_k`` best, and
+        answer from those. A method with an engine of its own (ChainRAG, FG-RAG's paper
+        preset) answers from its own passages: the reply's note says so."""
+        from ..core.rerank import with_top_n
+
+        retriever = self.index.as_retriever(similarity_top_k=max(20, 3 * top_k))
+        candidates = retriever.retrieve(question)
+        results = with_top_n(self.reranker, top_k).postprocess_nodes(candidates, query_str=question)
+        results = results[:top_k]
+        text = None
+        if llm is not None:
+            if self.method.spec.own_engine(self.method.config):
+                engine = self.index.as_query_engine(llm=llm, similarity_top_k=top_k)
+                text = str(engine.query(question))
+                note = (f"{self.method.name} answers with its own engine from its own "
+                        "passages; the reranker ordered the passages shown")  # fmt: skip
+            else:
+                from ..core.llm.answering import answering
+
+                text = str(answering(llm)(question, results))
+        passages = [passage_record(i + 1, r, self.collection) for i, r in enumerate(results)]
+        for passage in passages:
+            passage["reranker"] = self.reranker_name
+        reply = {
+            "question": question,
+            "method": self.method.name,
+            "llm": _describe_llm(llm),
+            "answer": text,
+            "note": note,
+            "passages": passages,
+        }
+        if stream:  # answered whole: the reranked answer step does not stream
+            return passages, iter([text] if text else []), lambda _t: reply
+        return reply
 
     def graph(self) -> Any:
         """The index's graph (``None`` for dense and BM25), read once."""
@@ -227,6 +275,7 @@ def run_query(
     stream: bool = False,
     provider: str | None = None,
     say=safe_print,
+    reranker: str | None = None,
 ) -> int:
     """Answer ``question`` from the index in ``folder`` (or only retrieve, ``answer=False``)."""
     if not question.strip():
@@ -241,7 +290,7 @@ def run_query(
             llm = choose_llm(provider).llm
         except (ValueError, ImportError, RuntimeError) as exc:
             raise UserError(f"--llm {provider or '(environment)'}: {exc}") from exc
-    opened = OpenIndex.open(folder, llm)
+    opened = OpenIndex.open(folder, llm, reranker)
     if stream and llm is not None:
         passages, pieces, finish = opened.ask(question, top_k, answer, stream=True)
         if not as_json:
@@ -317,6 +366,8 @@ def run_info(folder: str, as_json: bool = False, verify: bool = False, say=safe_
     say(
         f"embedder:   {c.embedder or c.embed_model}" + (f" ({c.embed_model})" if c.embedder else "")
     )
+    if c.reranker:
+        say(f"reranker:   {c.reranker}")
     say(f"LLM:        {c.llm.get('llm')} (tier {c.llm.get('tier')})")
     for record in c.llm_steps:
         who = f"{record.get('llm_class')}({record.get('model')})" if record.get("llm_class") else ""

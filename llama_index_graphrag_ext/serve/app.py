@@ -43,15 +43,20 @@ ASSETS = Path(__file__).parent / "assets"
 class Library:
     """The served indexes by name (a folder's name, made unique)."""
 
-    def __init__(self, folders: Sequence[str | Path], llm: Any = None) -> None:
+    def __init__(
+        self, folders: Sequence[str | Path], llm: Any = None, reranker: str | None = None
+    ) -> None:
         self.llm = llm
+        self.reranker = reranker
         self._folders: dict[str, Path] = {}
         for folder in folders:
             name, n = Path(folder).resolve().name, 2
             while name in self._folders:
                 name, n = f"{Path(folder).name}-{n}", n + 1
             self._folders[name] = Path(folder)
-        self._open = {name: OpenIndex.open(path, llm) for name, path in self._folders.items()}
+        self._open = {
+            name: OpenIndex.open(path, llm, reranker) for name, path in self._folders.items()
+        }
         self._reloading = {name: threading.Lock() for name in self._folders}
         #: Loads after an update landed (``/api/indexes`` shows them).
         self.reloads = dict.fromkeys(self._folders, 0)
@@ -69,7 +74,7 @@ class Library:
                 current = self._open[name]
                 if current.changed_on_disk():
                     try:
-                        current = OpenIndex.open(self._folders[name], self.llm)
+                        current = OpenIndex.open(self._folders[name], self.llm, self.reranker)
                     except UserError as exc:  # a swap in flight: keep answering from the old
                         logger.warning("serve: %s not reloaded yet (%s)", name, exc)
                     else:
@@ -83,13 +88,15 @@ class Library:
         ]
 
 
-def make_app(folders: Sequence[str | Path], llm: Any = None) -> Starlette:
+def make_app(
+    folders: Sequence[str | Path], llm: Any = None, reranker: str | None = None
+) -> Starlette:
     """The ASGI app serving ``folders`` (each written by ``graphrag-ext index``).
 
     Args:
         llm: The LLM answering questions (``None``: retrieval only, said in each reply).
     """
-    library = Library(folders, llm)
+    library = Library(folders, llm, reranker)
 
     async def page(_: Request) -> Response:
         return FileResponse(ASSETS / "index.html")
@@ -157,11 +164,17 @@ def _event(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def serve(folders: Sequence[str], host: str = "127.0.0.1", port: int = 8000, llm: Any = None):
+def serve(
+    folders: Sequence[str],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    llm: Any = None,
+    reranker: str | None = None,
+):
     """Serve ``folders`` until interrupted (what ``graphrag-ext serve`` runs)."""
     import uvicorn
 
-    app = make_app(folders, llm)
+    app = make_app(folders, llm, reranker)
     names = ", ".join(app.state.library.names())
     print(f"serving {names} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -72,3 +72,42 @@ def test_update_refuses_another_embedder(tmp_path, capsys):
     assert code == 2
     assert "was built with the embedder hash:64, not hash:128" in capsys.readouterr().err
     assert main(["index", str(docs), "--update", str(out), "--quiet"]) == 0
+
+
+# --------------------------------------------------------------------------- rerankers
+
+
+def test_a_reranker_is_recorded_and_applied_by_query(tmp_path, capsys):
+    docs, out = _docs(tmp_path / "docs"), tmp_path / "idx"
+    strict = "llama_index.core.postprocessor:SimilarityPostprocessor,similarity_cutoff=0.99"
+    argv = ["index", str(docs), "--method", "dense", "--out", str(out), "--quiet"]
+    assert main([*argv, "--embed-model", "hash:64", "--reranker", strict]) == 0
+    assert json.loads((out / "index" / "collection.json").read_text())["reranker"] == strict
+    capsys.readouterr()
+    assert main(["query", str(out), "telescope", "--no-answer", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["passages"] == []  # all below the cutoff
+    keep = "llama_index.core.postprocessor:LongContextReorder"  # another, for this run only
+    assert main(["query", str(out), "telescope", "--no-answer", "--json", "--reranker", keep]) == 0
+    passages = json.loads(capsys.readouterr().out)["passages"]
+    assert len(passages) == 2 and {p["reranker"] for p in passages} == {keep}
+    assert main(["info", str(out)]) == 0 and f"reranker:   {strict}" in capsys.readouterr().out
+
+
+def test_a_local_cross_encoder_reranks_through_flag_embedding(tmp_path, capsys):
+    from support.cross_encoder import build_minilm_cross_encoder
+
+    folder = build_minilm_cross_encoder(tmp_path / "ce")
+    docs, out = _docs(tmp_path / "docs"), tmp_path / "idx"
+    argv = ["index", str(docs), "--method", "bm25", "--out", str(out), "--quiet"]
+    assert main([*argv, "--reranker", str(folder)]) == 0
+    capsys.readouterr()
+    assert main(["query", str(out), "telescope", "--no-answer", "--json"]) == 0
+    passages = json.loads(capsys.readouterr().out)["passages"]
+    assert passages and passages[0]["reranker"] == str(folder.resolve())
+
+
+def test_an_unknown_reranker_fails_the_build_in_one_line(tmp_path, capsys):
+    docs = _docs(tmp_path / "docs")
+    argv = ["index", str(docs), "--method", "bm25", "--out", str(tmp_path / "idx"), "--quiet"]
+    assert main([*argv, "--reranker", "pathlib:Path"]) == 2
+    assert "not a LlamaIndex node postprocessor" in capsys.readouterr().err
