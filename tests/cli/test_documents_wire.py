@@ -51,7 +51,7 @@ def test_full_tier_build_answer_resume_update(server, tmp_path, capsys):
     ]
     code, out, err = run(capsys, *argv, *EMBED)
     assert code == 0, err
-    assert "LLM: OpenAILike(default) from argument (tier full-llm)" in out
+    assert "LLM: OpenAILike(wire-model) from argument (tier full-llm)" in out  # as served
     built = requests(server)
     assert built > 0 and f"LLM: {built} call(s)" in out
 
@@ -87,7 +87,7 @@ def test_full_tier_build_answer_resume_update(server, tmp_path, capsys):
             "openai-like",
         )[1]
     )
-    assert answer["answer"] and answer["llm"] == "OpenAILike(default)"
+    assert answer["answer"] and answer["llm"] == "OpenAILike(wire-model)"
     assert answer["passages"] and answer["passages"][0]["evidence"]["method"] == "qcg"
 
     # --stream writes the same answer as it arrives.

@@ -167,16 +167,46 @@ def llm_for_provider(provider: str, env: dict[str, str] | None = None) -> LLM | 
         base = env.get("OPENAI_API_BASE") or env.get("OPENAI_BASE_URL")
         if not base:
             raise ValueError("openai-like needs OPENAI_BASE_URL (or OPENAI_API_BASE)")
+        key = env.get("OPENAI_API_KEY", "not-needed")
         return OpenAILike(
-            model=model or "default",
+            model=model or served_model(base, key) or "default",
             api_base=base,
-            api_key=env.get("OPENAI_API_KEY", "not-needed"),
+            api_key=key,
             is_chat_model=True,
             temperature=0.0,
             max_retries=0,
             context_window=int(env.get("GRAPHRAG_LLM_CONTEXT", "8192")),
         )
     raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
+
+
+def served_model(base: str, key: str, timeout: float = 3.0) -> str | None:
+    """The model an OpenAI-compatible server serves (``GET {base}/models``: vLLM, Ollama
+    and llama.cpp's server all answer it), when ``GRAPHRAG_LLM_MODEL`` names none: vLLM
+    refuses any other model name, and answers then name the model that wrote them.
+    ``None`` (with a warning) when the server does not say."""
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        base.rstrip("/") + "/models", headers={"Authorization": f"Bearer {key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            models = [m.get("id") for m in json.load(reply).get("data") or []]
+    except Exception as exc:  # an older server, a proxy: the request still works by default
+        logger.warning(
+            "openai-like: %s/models did not name a model (%s); set GRAPHRAG_LLM_MODEL", base, exc
+        )
+        return None
+    models = [m for m in models if m]
+    if len(models) > 1:
+        logger.info(
+            "openai-like: the server serves %s; using %s (GRAPHRAG_LLM_MODEL picks)",
+            models,
+            models[0],
+        )
+    return models[0] if models else None
 
 
 @dataclass(frozen=True)

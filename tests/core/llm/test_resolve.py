@@ -242,3 +242,19 @@ def test_identity_and_description_carry_no_secrets():
 
 def test_identity_of_an_llm_whose_metadata_is_unreachable():
     assert describe_llm(BrokenMetadata(["x"])) == "BrokenMetadata(?)"
+
+
+def test_openai_like_names_the_model_the_server_serves(caplog):
+    from support.wire import WireServer
+
+    server = WireServer(lambda request: "OK", model="Qwen/Qwen3-8B").start()
+    try:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": server.api_key}
+        assert resolve.llm_for_provider("openai-like", env).model == "Qwen/Qwen3-8B"
+        named = {**env, "GRAPHRAG_LLM_MODEL": "mine"}
+        assert resolve.llm_for_provider("openai-like", named).model == "mine"
+    finally:
+        server.stop()
+    with caplog.at_level(logging.WARNING):
+        assert resolve.served_model("http://127.0.0.1:9/v1", "k", timeout=0.5) is None
+    assert "set GRAPHRAG_LLM_MODEL" in caplog.text
