@@ -32,7 +32,7 @@ from support.reasoning import ReasoningModel, SplitToolCalls  # noqa: E402
 from support.replies import ModelReplies  # noqa: E402
 from support.wire import WireServer  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "musique-100"
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "musique-100"
 
 
 def _fallbacks(*ledgers: Any) -> int:

@@ -12,6 +12,7 @@ import json
 import threading
 import time
 
+import httpx
 import openai
 import pytest
 from llama_index.core import PromptTemplate
@@ -19,7 +20,8 @@ from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai import OpenAI
 from llama_index.llms.openai_like import OpenAILike
 from pydantic import BaseModel
-from support.wire import Fault, WireReply, WireServer, count_tokens
+from support.reasoning import ReasoningModel, SplitToolCalls
+from support.wire import Fault, WireReply, WireRequest, WireServer, count_tokens
 
 TEXT = "Marie Curie was born in Warsaw, the capital of Poland, in 1867."
 CITY = {"name": "Warsaw", "country": "Poland"}
@@ -487,3 +489,272 @@ def test_per_task_counts(wire_server):
     }
     assert sum(t["prompt_tokens"] for t in stats["by_task"].values()) == stats["prompt_tokens"]
     assert [r.task for r in wire_server.log] == ["extract", "extract", "answer"]
+
+
+# ---- reasoning sent apart (vLLM's reasoning parsers) ------------------------------------
+
+THOUGHT = "Okay, the user asks about Curie. Let me check: she was born in Warsaw in 1867."
+TOOLS = [{"type": "function", "function": {"name": "City", "parameters": {"type": "object"}}}]
+
+
+def streamed(client: openai.OpenAI, field: str = "reasoning_content", **kwargs):
+    """``(reasoning, content, calls by index, finish, usage, delta kinds in order)`` of a stream."""
+    options = {"include_usage": True}
+    chunks = list(chat(client, stream=True, stream_options=options, **kwargs))
+    reasoning, content, calls, kinds = "", "", {}, []
+    for c in chunks[:-1]:
+        delta = c.choices[0].delta
+        piece = (delta.model_extra or {}).get(field)
+        if piece:
+            reasoning, kinds = reasoning + piece, [*kinds, "reasoning"]
+        if delta.content:
+            content, kinds = content + delta.content, [*kinds, "content"]
+        for tc in delta.tool_calls or []:
+            call = calls.setdefault(tc.index, {"id": None, "name": None, "arguments": ""})
+            call["id"], call["name"] = tc.id or call["id"], tc.function.name or call["name"]
+            call["arguments"] += tc.function.arguments or ""
+            kinds = [*kinds, "call"]
+    finish = chunks[-2].choices[0].finish_reason
+    return reasoning, content, calls, finish, chunks[-1].usage, kinds
+
+
+@pytest.mark.parametrize("wire_server", [{"reasoning_field": "reasoning"}, {}], indirect=True)
+def test_reasoning_is_sent_apart_and_billed(wire_server):
+    field = wire_server.reasoning_field
+    wire_server.responder = lambda req: WireReply(text="Warsaw.", reasoning=THOUGHT)
+    billed = count_tokens(THOUGHT) + count_tokens("Warsaw.")
+    with sync_client(wire_server) as client:
+        out = chat(client)
+        reasoning, content, _, finish, usage, kinds = streamed(client, field)
+    message = out.choices[0].message
+    assert message.content == "Warsaw." and message.model_extra[field] == THOUGHT
+    assert out.choices[0].finish_reason == "stop" and out.usage.completion_tokens == billed
+    assert (reasoning, content, finish, usage.completion_tokens) == (
+        THOUGHT,
+        "Warsaw.",
+        "stop",
+        billed,
+    )
+    assert kinds.index("content") > 1 and set(kinds[kinds.index("content") :]) == {"content"}
+    assert [(r.text, r.reasoning) for r in wire_server.log] == [("Warsaw.", THOUGHT)] * 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_limit_inside_the_reasoning_leaves_no_content(wire_server, stream):
+    wire_server.responder = lambda req: WireReply(text="Warsaw.", reasoning=THOUGHT)
+    with sync_client(wire_server) as client:
+        if stream:
+            reasoning, content, _, finish, usage, kinds = streamed(client, max_tokens=5)
+            assert "content" not in kinds
+        else:
+            out = chat(client, max_tokens=5)
+            message, finish, usage = out.choices[0].message, out.choices[0].finish_reason, out.usage
+            reasoning, content = message.reasoning_content, message.content
+            assert content is None
+    assert THOUGHT.startswith(reasoning) and count_tokens(reasoning) == 5
+    assert finish == "length" and usage.completion_tokens == 5
+    record = wire_server.log[0]
+    assert (record.text, record.reasoning, record.finish_reason) == ("", reasoning, "length")
+
+
+def test_a_limit_after_the_reasoning_cuts_the_content(wire_server):
+    wire_server.responder = lambda req: WireReply(text=TEXT, reasoning=THOUGHT)
+    limit = count_tokens(THOUGHT) + 4
+    with sync_client(wire_server) as client:
+        out = chat(client, max_tokens=limit)
+    message = out.choices[0].message
+    assert message.reasoning_content == THOUGHT and count_tokens(message.content) == 4
+    assert TEXT.startswith(message.content) and out.choices[0].finish_reason == "length"
+    assert out.usage.completion_tokens == limit
+
+
+# ---- several tool calls, prefaces -------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_several_tool_calls_in_one_reply(wire_server, stream):
+    parts = [{"name": "Warsaw"}, {"name": "Paris"}, [1, 2]]
+    wire_server.responder = lambda req: WireReply(tool_calls=parts)
+    with sync_client(wire_server) as client:
+        if stream:
+            _, content, by_index, finish, _, _ = streamed(client, tools=TOOLS)
+            assert sorted(by_index) == [0, 1, 2] and content == ""
+            calls = [by_index[i] for i in range(3)]
+        else:
+            out = chat(client, tools=TOOLS)
+            finish, message = out.choices[0].finish_reason, out.choices[0].message
+            assert message.content is None
+            calls = [
+                {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                for c in message.tool_calls
+            ]
+    assert [json.loads(c["arguments"]) for c in calls] == parts and finish == "tool_calls"
+    assert {c["name"] for c in calls} == {"City"} and len({c["id"] for c in calls}) == 3
+    record = wire_server.log[0]
+    assert record.text.splitlines() == [json.dumps(p) for p in parts]
+    assert record.usage["completion_tokens"] == sum(count_tokens(json.dumps(p)) for p in parts)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_limit_ends_inside_one_call_and_drops_the_rest(wire_server, stream):
+    parts = [{"name": "Warsaw", "country": "Poland"}, {"name": "Paris"}, {"name": "Rome"}]
+    first = count_tokens(json.dumps(parts[0]))
+    wire_server.responder = lambda req: WireReply(tool_calls=parts)
+    with sync_client(wire_server) as client:
+        if stream:
+            _, _, by_index, finish, usage, _ = streamed(client, tools=TOOLS, max_tokens=first + 3)
+            arguments = [by_index[i]["arguments"] for i in sorted(by_index)]
+        else:
+            out = chat(client, tools=TOOLS, max_tokens=first + 3)
+            finish, usage = out.choices[0].finish_reason, out.usage
+            arguments = [c.function.arguments for c in out.choices[0].message.tool_calls]
+    assert finish == "length" and usage.completion_tokens == first + 3
+    assert len(arguments) == 2 and json.loads(arguments[0]) == parts[0]
+    assert json.dumps(parts[1]).startswith(arguments[1]) and count_tokens(arguments[1]) == 3
+    with pytest.raises(ValueError):
+        json.loads(arguments[1])
+
+
+def test_one_tool_call_cut_mid_json(wire_server):
+    wire_server.responder = lambda req: WireReply(arguments=CITY)
+    with sync_client(wire_server) as client:
+        out = chat(client, tools=TOOLS, max_tokens=4)
+    (call,) = out.choices[0].message.tool_calls
+    assert out.choices[0].finish_reason == "length" and out.usage.completion_tokens == 4
+    cut = call.function.arguments
+    assert json.dumps(CITY).startswith(cut) and cut != json.dumps(CITY)
+    assert wire_server.log[0].text == call.function.arguments
+
+
+def test_a_preface_comes_before_text_json_and_beside_calls(wire_server):
+    head = "<think>\nHmm.\n</think>\n\n"
+    wire_server.responder = lambda req: WireReply(text="Warsaw.", arguments=CITY, preface=head)
+    with sync_client(wire_server) as client:
+        text = chat(client).choices[0].message.content
+        as_json = chat(client, response_format={"type": "json_object"}).choices[0].message
+        beside = chat(client, tools=TOOLS).choices[0].message
+        _, streamed_content, calls, _, _, kinds = streamed(client, tools=TOOLS)
+    assert text == head + "Warsaw." and as_json.content == head + json.dumps(CITY)
+    assert beside.content == streamed_content == head
+    assert json.loads(beside.tool_calls[0].function.arguments) == CITY
+    assert json.loads(calls[0]["arguments"]) == CITY and kinds[0] == "content"
+
+
+# ---- broken connections -----------------------------------------------------------------
+
+
+async def test_reset_after_breaks_a_stream_midway(wire_server):
+    wire_server.responder = lambda req: TEXT
+    wire_server.inject(Fault(reset_after=3))
+    got = []
+    async with async_client(wire_server) as client:
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Curie?"}], stream=True
+        )
+        # openai hands over httpx's error as it is: the stream was not wrapped.
+        with pytest.raises(httpx.RemoteProtocolError, match="incomplete chunked read"):
+            async for chunk in stream:
+                got.append(chunk)
+        again = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Curie?"}]
+        )
+    assert len(got) == 3 and again.choices[0].message.content == TEXT
+    assert [r.status for r in wire_server.log] == [200, 200]  # the break is not the record's
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_reset_after_zero_drops_the_connection_unanswered(wire_server, stream):
+    asked = []
+    wire_server.responder = lambda req: asked.append(req) or "ok"
+    wire_server.inject(Fault(reset_after=0))
+    with sync_client(wire_server) as client:
+        with pytest.raises(openai.APIConnectionError) as raised:
+            list(chat(client, stream=True)) if stream else chat(client)
+        assert isinstance(raised.value.__cause__, httpx.RemoteProtocolError)
+        assert "without sending a response" in str(raised.value.__cause__)
+        assert chat(client).choices[0].message.content == "ok"
+    assert [r.status for r in wire_server.log] == [0, 200] and len(asked) == 1
+    assert wire_server.stats()["by_status"] == {0: 1, 200: 1}
+
+
+# ---- support.reasoning: today's reasoning models and function-calling clients ---------
+
+
+def inner(req: WireRequest) -> WireReply:
+    """A model's reply before reasoning: JSON when structured output is asked, else text."""
+    fmt = (req.response_format or {}).get("type")
+    if req.tools or fmt == "json_object":
+        return WireReply(arguments=CITY, task="city")
+    return WireReply(text="Warsaw.", task="city")
+
+
+def reply_of(server, style, **kwargs):
+    server.responder = ReasoningModel(inner, style)
+    with sync_client(server) as client:
+        out = chat(client, **kwargs)
+    return out.choices[0].message, out.choices[0].finish_reason
+
+
+@pytest.mark.parametrize("style", ["qwen3", "r1"])
+def test_reasoning_models_that_think_in_the_content(wire_server, style):
+    message, finish = reply_of(wire_server, style)
+    thinking, closing, answer = message.content.partition("\n</think>\n\n")
+    assert closing and answer == "Warsaw." and finish == "stop"
+    assert thinking.startswith("<think>\n") == (style == "qwen3") and "<think>" not in thinking[1:]
+    for trap in ("\nAnswer: maybe", "\n- draft item", '{"draft": true}', "\nWait, maybe"):
+        assert trap in thinking
+    assert 250 <= count_tokens(thinking) <= 400
+    # The same prompt thinks the same; the inner reply's task label is kept.
+    assert reply_of(wire_server, style)[0].content == message.content
+    assert reply_of(wire_server, style, content="Who was Bohr?")[0].content != message.content
+    assert wire_server.stats()["by_task"]["city"]["requests"] == 3
+    # Structured: the think text beside the tool call, or in front of the JSON text.
+    beside, finish = reply_of(wire_server, style, tools=TOOLS)
+    assert beside.content == thinking + closing and finish == "tool_calls"
+    assert json.loads(beside.tool_calls[0].function.arguments) == CITY
+    as_json, _ = reply_of(wire_server, style, response_format={"type": "json_object"})
+    assert as_json.content == thinking + closing + json.dumps(CITY)
+
+
+def test_a_reasoning_model_behind_a_reasoning_parser(wire_server):
+    message, _ = reply_of(wire_server, "vllm")
+    assert message.content == "Warsaw." and "\nAnswer: maybe" in message.reasoning_content
+    called, finish = reply_of(wire_server, "vllm", tools=TOOLS)
+    assert called.content is None and called.reasoning_content == message.reasoning_content
+    assert json.loads(called.tool_calls[0].function.arguments) == CITY and finish == "tool_calls"
+    as_json, _ = reply_of(wire_server, "vllm", response_format={"type": "json_object"})
+    assert json.loads(as_json.content) == CITY and as_json.reasoning_content
+
+
+def test_a_runaway_thinker_never_closes_its_think_block(wire_server):
+    message, finish = reply_of(wire_server, "runaway", max_tokens=8192, tools=TOOLS)
+    assert message.content.startswith("<think>\n") and "</think>" not in message.content
+    assert finish == "length" and not message.tool_calls
+    assert wire_server.log[0].usage["completion_tokens"] == 8192
+
+
+def test_reasoning_model_shows_the_inner_responders_attributes():
+    from support.replies import ModelReplies
+
+    model = ReasoningModel(ModelReplies(junk=lambda req, task: False), "qwen3")
+    assert model.junk is model.inner.junk and model.tasks is model.inner.tasks
+    with pytest.raises(ValueError):
+        ReasoningModel(inner, "o1")
+
+
+@pytest.mark.parametrize(
+    ("payload", "parts", "calls"),
+    [
+        ({"pairs": [1, 2, 3, 4, 5]}, 2, [{"pairs": [1, 2]}, {"pairs": [3, 4, 5]}]),
+        ([1, 2, 3, 4], 3, [[1], [2], [3, 4]]),
+        ({"a": [1, 2], "b": [3, 4]}, 2, [{"a": [1, 2], "b": [3, 4]}]),  # two lists: kept
+        ({"pairs": [1]}, 2, [{"pairs": [1]}]),  # nothing to split
+    ],
+)
+def test_split_tool_calls(wire_server, payload, parts, calls):
+    wire_server.responder = SplitToolCalls(lambda req: payload, parts=parts)
+    with sync_client(wire_server) as client:
+        message = chat(client, tools=TOOLS).choices[0].message
+        plain = chat(client, response_format={"type": "json_object"}).choices[0].message
+    assert [json.loads(c.function.arguments) for c in message.tool_calls] == calls
+    assert json.loads(plain.content) == payload  # no tools: one answer, whole

@@ -1,8 +1,9 @@
 """How the wire turns a responder's reply into an OpenAI-style completion.
 
-Pure functions of the request and the reply: the tool call or JSON content a request
-asks for, ``max_tokens`` cuts, ``usage`` counted with the server's tokenizer, and the
-JSON body or Server-Sent-Event chunks that carry it.
+Pure functions of the request and the reply: the tool calls or JSON content a request
+asks for, reasoning sent apart (as vLLM's reasoning parsers do), ``max_tokens`` cuts,
+``usage`` counted with the server's tokenizer, and the JSON body or Server-Sent-Event
+chunks that carry it.
 """
 
 from __future__ import annotations
@@ -21,15 +22,25 @@ __all__ = ["Answer", "compose", "response_body", "stream_chunks"]
 
 @dataclass
 class Answer:
-    """The decided completion of one request: text, finish reason, usage, tool calls."""
+    """The decided completion of one request.
 
-    text: str
+    ``content`` is the message content (a completion's text), ``reasoning`` what is sent
+    in the reasoning field, ``calls`` the tool calls as ``(call id, arguments)``, all
+    naming the function ``name``.
+    """
+
+    content: str
     finish_reason: str
     usage: dict
-    tool: tuple[str, str] | None  # (first call id, function name) when answering with tools
     task: str | None
     reasoning: str = ""
-    calls: list[tuple[str, str]] = field(default_factory=list)  # (call id, arguments)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    name: str = ""
+
+    @property
+    def text(self) -> str:
+        """What :attr:`WireRecord.text` keeps: the calls' arguments (one per line), else the content."""
+        return "\n".join(args for _, args in self.calls) if self.calls else self.content
 
 
 def _tool_name(request: WireRequest) -> str:
@@ -64,16 +75,16 @@ def compose(request: WireRequest, reply: WireReply, cut_at: int | None) -> Answe
     fmt = (request.response_format or {}).get("type")
     structured = reply.arguments is not None or reply.tool_calls is not None
     tools = request.path == CHAT_PATH and request.tools and request.tool_choice != "none"
-    name = _tool_name(request) if tools else ""
     payloads: list[str] = []
     if tools and structured:
         several = reply.tool_calls if reply.tool_calls is not None else [reply.arguments]
         payloads, text, finish = [json.dumps(a) for a in several], "", "tool_calls"
     elif fmt in ("json_schema", "json_object") and structured:
-        text, finish = json.dumps(reply.arguments), "stop"
+        payload = reply.arguments if reply.arguments is not None else reply.tool_calls[0]
+        text, finish = json.dumps(payload), "stop"
     else:  # text, also when the request has tools but the reply no arguments
         text, finish = reply.text, "stop"
-    finish = reply.finish_reason or finish
+    text, finish = reply.preface + text, reply.finish_reason or finish
 
     # The prompt, plus the JSON of tools and schemas: real servers put those in
     # front of the model too, and bill them.
@@ -83,33 +94,33 @@ def compose(request: WireRequest, reply: WireReply, cut_at: int | None) -> Answe
     if fmt == "json_schema":
         prompt_tokens += count_tokens(json.dumps(request.response_format))
 
-    # max_tokens (or a fault's cut) stops the model mid-text, as a real one stops:
-    # reasoning first, then the content or the calls in order.
+    # max_tokens (or a fault's cut) stops the model mid-text, as a real one stops. It
+    # writes the reasoning first, then the content, then the calls in order.
     limits = [n for n in (request.max_tokens, cut_at) if n is not None]
     budget = min(limits) if limits else None
-    reasoning, used, cut = _spend(reply.reasoning or "", budget)
-    left = None if budget is None else budget - used
+    used, cut = 0, False
+
+    def take(piece: str) -> str:
+        nonlocal used, cut
+        kept, spent, cut = _spend(piece, None if budget is None else budget - used)
+        used += spent
+        return kept
+
+    reasoning = take(reply.reasoning or "")
+    content = "" if cut else take(text)
     calls: list[tuple[str, str]] = []
-    if not cut:
-        for payload in payloads:
-            kept, spent, cut = _spend(payload, left)
+    for payload in payloads:
+        if cut:
+            break
+        kept = take(payload)
+        if kept or not cut:  # a call cut before its first token was never written
             calls.append((_call_id(), kept))
-            used, left = used + spent, None if left is None else left - spent
-            if cut:
-                break
-        if not payloads:
-            text, spent, cut = _spend(text, left)
-            used += spent
-    else:
-        text = ""
     if cut:
         finish = "length"
-    if calls:
-        text = "\n".join(args for _, args in calls)
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": used}
     usage["total_tokens"] = prompt_tokens + used
-    tool = (calls[0][0], name) if calls else None
-    return Answer(text, finish, usage, tool, reply.task, reasoning, calls)
+    name = _tool_name(request) if tools else ""
+    return Answer(content, finish, usage, reply.task, reasoning, calls, name)
 
 
 def _head(request: WireRequest, kind: str, model: str) -> dict:
@@ -119,29 +130,30 @@ def _head(request: WireRequest, kind: str, model: str) -> dict:
     return {**head, "created": int(time.time()), "model": model, "system_fingerprint": None}
 
 
+def _call(answer: Answer, cid: str, arguments: str) -> dict:
+    function = {"name": answer.name, "arguments": arguments}
+    return {"id": cid, "type": "function", "function": function}
+
+
 def response_body(
     request: WireRequest, answer: Answer, model: str, reasoning_field: str = "reasoning_content"
 ) -> dict:
+    """The JSON body of a non-streamed answer (chat ``message`` or completion ``text``).
+
+    A completion has no reasoning field: its reasoning is counted, not sent.
+    """
     if request.path == COMPLETIONS_PATH:
-        choice: dict[str, Any] = {"text": answer.text, "index": 0, "logprobs": None}
+        choice: dict[str, Any] = {"text": answer.content, "index": 0, "logprobs": None}
         head = _head(request, "text_completion", model)
     else:
-        content = answer.text if (answer.text or not answer.reasoning) else None
+        # Empty content beside reasoning or calls is null, as vLLM and OpenAI send it.
+        empty = None if (answer.reasoning or answer.calls) else ""
+        content = answer.content or empty
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
         if answer.reasoning:
             message[reasoning_field] = answer.reasoning
         if answer.calls:
-            message.update(
-                content=None,
-                tool_calls=[
-                    {
-                        "id": cid,
-                        "type": "function",
-                        "function": {"name": answer.tool[1], "arguments": args},
-                    }
-                    for cid, args in answer.calls
-                ],
-            )
+            message["tool_calls"] = [_call(answer, cid, args) for cid, args in answer.calls]
         choice = {"index": 0, "message": message, "logprobs": None}
         head = _head(request, "chat.completion", model)
     choice["finish_reason"] = answer.finish_reason
@@ -151,7 +163,11 @@ def response_body(
 def stream_chunks(
     request: WireRequest, answer: Answer, model: str, reasoning_field: str = "reasoning_content"
 ) -> list[dict]:
-    """The stream's chunks, all made up front (the reply is already decided)."""
+    """The stream's chunks, all made up front (the reply is already decided).
+
+    In the order the model writes them: reasoning pieces, content pieces, then each
+    call's head (``index``, id, name) followed by its arguments in pieces.
+    """
     chat = request.path == CHAT_PATH
     head = _head(request, "chat.completion.chunk" if chat else "text_completion", model)
     options = request.body.get("stream_options")
@@ -165,18 +181,16 @@ def stream_chunks(
         return out
 
     if not chat:
-        chunks = [chunk(p) for p in _pieces(answer.text)] + [chunk("", answer.finish_reason)]
+        chunks = [chunk(p) for p in _pieces(answer.content)] + [chunk("", answer.finish_reason)]
     else:
         chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
         chunks += [chunk({reasoning_field: p}) for p in _pieces(answer.reasoning)]
-        for i, (cid, args) in enumerate(answer.calls):  # each call's head, then its arguments
-            function = {"name": answer.tool[1], "arguments": ""}
-            call = {"index": i, "id": cid, "type": "function", "function": function}
+        chunks += [chunk({"content": p}) for p in _pieces(answer.content)]
+        for i, (cid, args) in enumerate(answer.calls):
+            call = {"index": i, **_call(answer, cid, "")}
             chunks.append(chunk({"tool_calls": [call]}))
             for p in _pieces(args):
                 chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}))
-        if not answer.calls:
-            chunks += [chunk({"content": p}) for p in _pieces(answer.text)]
         chunks.append(chunk({}, answer.finish_reason))
     if with_usage:
         chunks.append({**head, "choices": [], "usage": answer.usage})

@@ -74,10 +74,17 @@ class WireReply:
         finish_reason: Normally ``None`` (the server decides); set it to force one,
             e.g. ``"length"`` to fake a truncation. A real cut always says ``"length"``.
         reasoning: Reasoning sent apart from the content, as vLLM with a reasoning parser
-            sends it (``reasoning_content``). It comes first: it counts toward
-            ``max_tokens``, and a limit that ends inside it leaves ``content`` null.
-        tool_calls: Several tool calls in one reply, each element one call's arguments
-            (a request with ``tools`` only); a cut ends inside one call, drops the rest.
+            sends it (in ``WireServer(reasoning_field=...)``, streamed before the
+            content). It comes first: it counts toward ``max_tokens`` and ``usage``, and
+            a limit that ends inside it leaves ``content`` null (chat only: a
+            ``/v1/completions`` answer has no field for it, so it is counted, not sent).
+        tool_calls: Several tool calls in one reply (instead of ``arguments``), each
+            element one call's arguments, all naming the same tool; a cut ends inside
+            one call and drops the rest.
+        preface: Content the model writes before its answer proper, whatever the
+            request: in front of the text or of the JSON text, and as the content beside
+            tool calls (where Qwen's hermes parser leaves a ``<think>`` block). It
+            counts toward ``max_tokens`` after the reasoning.
     """
 
     text: str = ""
@@ -86,6 +93,7 @@ class WireReply:
     finish_reason: str | None = None
     reasoning: str | None = None
     tool_calls: list[dict | list] | None = None
+    preface: str = ""
 
 
 @dataclass
@@ -100,8 +108,10 @@ class Fault:
         match: Which requests it applies to (``None``: any).
         times: How many matching requests it applies to (``None``: no limit).
         message: The error message (default: what OpenAI says for that status).
-        reset_after: Break the connection of a streamed answer after this many chunks
-            (the client sees an incomplete stream).
+        reset_after: Close the connection after this many SSE chunks of a streamed
+            answer: the client reads an incomplete stream. ``0`` closes it before
+            anything is sent, the responder not called, streamed or not (a
+            non-streamed answer is one piece: any other number lets it through).
     """
 
     status: int = 0
@@ -121,12 +131,15 @@ class WireRecord:
     Attributes:
         request: The request.
         status: The HTTP status answered: ``None`` while in flight, 499 when the
-            client had hung up before the answer (e.g. it timed out during a delay).
-        text: The completion actually sent (content, or a tool call's arguments).
+            client had hung up before the answer (e.g. it timed out during a delay),
+            0 when a fault's ``reset_after=0`` closed the connection unanswered.
+        text: The completion sent (content, or the tool calls' arguments one per
+            line); all of it, also when ``reset_after`` broke the stream partway.
         usage: The ``usage`` sent (answered requests only).
         finish_reason: The finish reason sent.
         task: The responder's label.
         peer: The client's ``host:port``: one per TCP connection.
+        reasoning: The reasoning sent apart from the content (``None``: none).
     """
 
     request: WireRequest

@@ -5,8 +5,9 @@ thread of the test process and answers ``/v1/chat/completions``, ``/v1/completio
 ``/v1/models`` as OpenAI-compatible servers do (JSON, Server-Sent Events, ``usage`` in
 tiktoken ``cl100k_base`` tokens, ``max_tokens`` cuts, tool calls, ``response_format``,
 OpenAI-style errors), so a client's HTTP, pooling, retries, timeouts and SSE parsing all
-really run. A *responder* decides what the "model" says; ``Fault``s
-make chosen requests fail, stall or get cut (an example is in the package's docs).
+really run. A *responder* decides what the "model" says; ``Fault``s make chosen
+requests fail, stall, get cut or lose their connection (an example is in the package's
+docs).
 """
 
 from __future__ import annotations
@@ -348,6 +349,10 @@ class WireServer:
                 return Response(status_code=499)
         if fault is not None and fault.status:
             return fail(fault.status, fault.message, fault.retry_after)
+        if fault is not None and fault.reset_after == 0:
+            self._finish(record, 0)
+            await self._drop(peer)
+            return Response()  # never sent: uvicorn sends nothing on a lost connection
         try:
             reply = await self._call_responder(wreq)
         except Exception as exc:  # a bug in the test's responder: a 500, and kept
@@ -360,7 +365,8 @@ class WireServer:
         if wreq.stream:
             chunks = stream_chunks(wreq, answer, self.model, self.reasoning_field)
             reset = fault.reset_after if fault is not None else None
-            return StreamingResponse(self._sse(chunks, reset), media_type="text/event-stream")
+            sse = self._sse(chunks, reset, peer)
+            return StreamingResponse(sse, media_type="text/event-stream")
         return JSONResponse(response_body(wreq, answer, self.model, self.reasoning_field))
 
     async def _call_responder(self, request: WireRequest) -> WireReply:
@@ -376,13 +382,35 @@ class WireServer:
             raise TypeError(f"the responder returned {type(result).__name__}, not a WireReply")
         return result
 
-    async def _sse(self, chunks: list[dict], reset_after: int | None = None) -> Any:
+    async def _sse(self, chunks: list[dict], reset_after: int | None, peer: str | None) -> Any:
         for i, chunk in enumerate(chunks):
             if reset_after is not None and i >= reset_after:
-                # Raising in the body after it started makes uvicorn drop the connection:
-                # the client reads an incomplete chunked body, as after a real reset.
-                raise ConnectionResetError("wire fault: connection reset mid-stream")
+                await self._drop(peer)  # the client reads an incomplete chunked body
+                return
             if i and self.stream_delay:
                 await _sleep(self.stream_delay, self._wake)
             yield f"data: {json.dumps(chunk)}\n\n"
         yield "data: [DONE]\n\n"
+
+    async def _drop(self, peer: str | None) -> None:
+        """Close the connection of ``peer`` (``host:port``), with nothing more sent on it.
+
+        Closed from the server's side rather than by raising in the app: uvicorn would
+        answer a 500 before the response starts, and log the exception after.
+        """
+        server = self._server
+        if server is None:
+            return
+        live = server.server_state.connections
+        mine = [c for c in live if _peer_of(c) == peer]
+        for connection in mine:
+            connection.transport.close()  # what was written before still goes out
+        # Once uvicorn has seen the connection lost it drops whatever the app sends.
+        deadline = time.monotonic() + 2.0
+        while any(c in live for c in mine) and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+
+
+def _peer_of(connection: Any) -> str | None:
+    client = getattr(connection, "client", None)  # (host, port), set by uvicorn's protocols
+    return f"{client[0]}:{client[1]}" if client else None
