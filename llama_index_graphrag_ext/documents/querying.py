@@ -228,9 +228,14 @@ class OpenIndex:
         return reply
 
     def graph(self) -> Any:
-        """The index's graph (``None`` for dense and BM25), read once."""
+        """The index's graph (``None`` for dense and BM25; FG-RAG's entity graph with its
+        source chunks), read once."""
         if not hasattr(self, "_graph"):
-            self._graph = getattr(self.index, "graph", None)
+            graph = getattr(self.index, "graph", None)
+            snapshot = getattr(self.index, "graph_snapshot", None)
+            if graph is None and callable(snapshot):
+                graph = snapshot().typed_graph()
+            self._graph = graph
         return self._graph
 
 

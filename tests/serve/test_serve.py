@@ -34,7 +34,7 @@ def folders(tmp_path_factory):
     for name, text in TEXTS.items():
         (docs / name).write_text(text)
     out = {}
-    for method in ("bm25", "cue"):
+    for method in ("bm25", "cue", "fgrag"):
         out[method] = root / method
         argv = ["index", str(docs), "--method", method, "--out", str(out[method]), *EMBED]
         assert main(argv) == 0
@@ -187,3 +187,10 @@ def test_the_page_shows_two_indexes_side_by_side_in_a_real_browser(live_server, 
         check=True,
     )
     assert shot.stat().st_size > 10_000
+
+
+def test_fgrag_passages_say_what_they_are_linked_to(folders):
+    client = TestClient(make_app([folders["fgrag"]]))
+    body = {"index": "fgrag", "question": "Marie Curie radioactivity", "top_k": 1, "answer": False}
+    passage = client.post("/api/query", json=body).json()["passages"][0]
+    assert any(n["kind"] == "entity" for n in passage["graph"]["nodes"])
