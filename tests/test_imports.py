@@ -53,3 +53,10 @@ def test_info_imports_no_model_stack(bm25_folder):
 def test_a_bm25_query_loads_no_embedder(bm25_folder):
     loaded = _imported("query", str(bm25_folder), "radioactivity", "--no-answer")
     assert not loaded & {"torch", "spacy", "transformers", "sentence_transformers"}
+
+
+def test_a_bm25_query_prints_no_library_debug_lines(bm25_folder):
+    code = "from llama_index_graphrag_ext.cli import main\n"
+    code += f"main(['query', {str(bm25_folder)!r}, 'radioactivity', '--no-answer'])\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "radioactivity" in done.stdout and "DEBUG" not in done.stderr, done.stderr

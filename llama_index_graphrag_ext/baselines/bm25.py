@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
@@ -17,6 +18,11 @@ from ..core.config import top_k_of
 from ..core.embeddings import top_k_of_scores
 from ..core.nodes import documents_to_chunks, prepare_documents, require_query, with_evidence
 from ..core.text import tokenize
+
+# bm25s sets its own logger to DEBUG when imported, so every index it builds printed
+# "DEBUG bm25s: Building index from tokens" to users; its level comes from the
+# application's logging again (the CLI's -v shows it).
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 #: Nodes stored and tokenised at a time (and documents chunked at a time by ``from_documents``).
 _BATCH = 1024
