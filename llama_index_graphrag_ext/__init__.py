@@ -6,7 +6,6 @@ Names are imported when first used (PEP 562), so ``graphrag-ext --help``,
 """
 
 from importlib.metadata import version
-from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 
@@ -52,19 +51,3 @@ __all__ = [
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-
-if TYPE_CHECKING:  # for type checkers and IDEs
-    from .baselines import BM25Retriever, DenseRetriever, build_dense_index
-    from .compose import SharedResources, build_router, fuse_retrievers
-    from .core import (
-        CachedEmbedding,
-        GraphIndexBase,
-        LLMCache,
-        LLMCaller,
-        LLMSettings,
-        PassageParser,
-        TypedGraph,
-        default_embed_model,
-        embedded_llm,
-    )

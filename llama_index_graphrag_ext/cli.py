@@ -338,7 +338,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
                 f"--query needs a folder written by `graphrag-ext index` ({args.index_dir} "
                 "was written by persist(): centre with --center ID instead)"
             )
-        reply = OpenIndex.open(args.index_dir).ask(args.query, top_k=args.top_k, answer=False)
+        reply = OpenIndex(args.index_dir).ask(args.query, top_k=args.top_k, answer=False)
         center += [p["chunk_id"] for p in reply["passages"]]
         print(f"centred on the {len(reply['passages'])} passage(s) retrieved for the question")
     try:

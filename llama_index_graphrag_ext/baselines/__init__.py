@@ -1,7 +1,5 @@
 """The references every method is measured against: dense, BM25 and LlamaIndex's hybrid."""
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -29,9 +27,3 @@ __all__ = [
     "HybridIndex",
     "build_dense_index",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .bm25 import BM25Retriever
-    from .config import BM25Config, DenseConfig, HybridConfig
-    from .dense import DenseRetriever, build_dense_index
-    from .index import BM25Index, DenseIndex, HybridIndex

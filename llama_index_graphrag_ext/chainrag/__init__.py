@@ -11,8 +11,6 @@
   ``common-entities``).
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -40,13 +38,3 @@ __all__ = [
     "SentenceRecord",
     "SentenceSearch",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .chain import ChainStep
-    from .config import EDGE_KINDS, ChainRAGConfig
-    from .engine import ChainRAGQueryEngine
-    from .index import SentenceGraphIndex
-    from .retriever import SentenceGraphRetriever
-    from .search import SentenceSearch
-    from .sentence_graph import SentenceGraph
-    from .sentences import SentenceRecord

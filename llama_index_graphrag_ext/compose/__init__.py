@@ -5,8 +5,6 @@
 * Sharing: [`SharedResources`][llama_index_graphrag_ext.compose.sharing.SharedResources].
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -34,8 +32,3 @@ __all__ = [
     "fuse_retrievers",
     "normalise_scores",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .fusion import PassageNode, PassageRetriever, fuse_retrievers, normalise_scores
-    from .routing import QuestionType, QuestionTypeSelector, build_router, classify_question
-    from .sharing import SharedResources

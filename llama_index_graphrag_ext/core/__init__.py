@@ -18,8 +18,6 @@
 | :mod:`.defaults` | the embedded offline models |
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -97,33 +95,3 @@ __all__ = [
     "top_k",
     "with_evidence",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .arrays import StringTable, csr
-    from .defaults import MissingModelError, default_embed_model, embedded_llm, resolve_embed_model
-    from .embed_cache import CachedEmbedding
-    from .embeddings import embed_query, embed_texts, knn_graph, top_k
-    from .graph import TypedGraph
-    from .index import GraphIndexBase
-    from .llm import (
-        LLMCache,
-        LLMCaller,
-        LLMFallbackError,
-        LLMOutputError,
-        LLMSettings,
-        LLMSteps,
-        RetryPolicy,
-        UsageMeter,
-        choose_llm,
-        resolve_llm,
-    )
-    from .nodes import EVIDENCE_KEY, PassageParser, prepare_documents, with_evidence
-    from .persist import IndexFormatError
-    from .vectors import (
-        Hits,
-        InMemoryVectorTable,
-        MatrixSearch,
-        RowSearcher,
-        VectorStoreTable,
-        VectorTable,
-    )

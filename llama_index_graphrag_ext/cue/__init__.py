@@ -8,8 +8,6 @@ Multi-Partite Graph and Query-Driven Iterative Retrieval*. Settings and presets:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -69,16 +67,3 @@ __all__ = [
     "knapsack",
     "token_budget",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .config import CUEConfig
-    from .extraction_run import ExtractionResult, ExtractionRun
-    from .extractor import KnowledgeUnitExtractor
-    from .index import MultiPartiteIndex
-    from .prompts import CUE_ANSWER_PROMPT, QUERY_ENTITY_PROMPT, UNIT_EXTRACTION_PROMPT
-    from .qiter import Anchoring, PathCandidate, anchor_entities, beam_search
-    from .retriever import QIterRetriever
-    from .scoring import EmbeddingScorer, QIterScorer, RerankerScorer
-    from .selection import KnapsackResult, bleu_values, cosine_values, knapsack, token_budget
-    from .units import KnowledgeUnit, UnitEntity
-    from .view import Adjacency, CueGraphView

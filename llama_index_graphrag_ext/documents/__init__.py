@@ -10,8 +10,6 @@ The ``graphrag-ext index``, ``query`` and ``info`` commands (see
 * :mod:`.indexing`, :mod:`.querying`: the commands.
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -25,8 +23,3 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["IndexRequest", "UserError", "run_index", "run_info", "run_query"]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .errors import UserError
-    from .indexing import IndexRequest, run_index
-    from .querying import run_info, run_query

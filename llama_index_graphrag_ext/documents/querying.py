@@ -117,10 +117,6 @@ class OpenIndex:
             except ValueError as exc:
                 raise UserError(f"--reranker {self.reranker_name}: {exc}") from exc
 
-    @classmethod
-    def open(cls, folder: str | Path, llm: Any = None, reranker: str | None = None) -> OpenIndex:
-        return cls(folder, llm, reranker)
-
     def changed_on_disk(self) -> bool:
         """Whether an update has replaced the folder since this was loaded (``False``
         while a writer's swap is in flight: the loaded index is still whole)."""
@@ -157,20 +153,9 @@ class OpenIndex:
         if answer and llm is None:
             note = "no answer: no LLM is configured (--llm none); showing the retrieved passages"
         if self.reranker is not None:
-            return self._ask_reranked(question, top_k, llm, note, stream)
-        retriever = self.index.as_retriever(similarity_top_k=top_k)
-        text, pieces = None, iter(())
-        if llm is not None:
-            engine = self.index.as_query_engine(llm=llm, streaming=stream, similarity_top_k=top_k)
-            response = engine.query(question)
-            # An engine that answers from summaries (FG-RAG's) may cite no chunk: the retriever's.
-            results = list(response.source_nodes) or retriever.retrieve(question)
-            if stream:
-                pieces = response.response_gen
-            else:
-                text = str(response)
+            results, text, pieces, note = self._reranked(question, top_k, llm, note, stream)
         else:
-            results = retriever.retrieve(question)
+            results, text, pieces = self._retrieved(question, top_k, llm, stream)
         passages = [
             passage_record(i + 1, r, self.collection) for i, r in enumerate(results[:top_k])
         ]
@@ -178,6 +163,8 @@ class OpenIndex:
         for passage in passages:
             if graph is not None and graph.has_node(passage["chunk_id"]):
                 passage["graph"] = neighbourhood(graph, passage["chunk_id"])
+            if self.reranker is not None:
+                passage["reranker"] = self.reranker_name
 
         def finish(answer_text: str | None) -> dict[str, Any]:
             return {
@@ -191,41 +178,40 @@ class OpenIndex:
 
         return (passages, pieces, finish) if stream else finish(text)
 
-    def _ask_reranked(self, question: str, top_k: int, llm: Any, note: str | None, stream: bool):
+    def _retrieved(self, question: str, top_k: int, llm: Any, stream: bool):
+        """``(results, answer, answer pieces)`` from the method's retriever and engine."""
+        retriever = self.index.as_retriever(similarity_top_k=top_k)
+        if llm is None:
+            return retriever.retrieve(question), None, iter(())
+        engine = self.index.as_query_engine(llm=llm, streaming=stream, similarity_top_k=top_k)
+        response = engine.query(question)
+        # An engine that answers from summaries (FG-RAG's) may cite no chunk: the retriever's.
+        results = list(response.source_nodes) or retriever.retrieve(question)
+        if stream:
+            return results, None, response.response_gen
+        return results, str(response), iter(())
+
+    def _reranked(self, question: str, top_k: int, llm: Any, note: str | None, stream: bool):
         """Retrieve ``max(20, 3 top_k)`` candidates, keep the reranker's ``top_k`` best, and
-        answer from those. A method with an engine of its own (ChainRAG, FG-RAG's paper
-        preset) answers from its own passages: the reply's note says so."""
+        answer from those (whole: this answer step does not stream). A method with an
+        engine of its own (ChainRAG, FG-RAG's paper preset) answers from its own passages:
+        the note says so. Returns ``(results, answer, answer pieces, note)``."""
         from ..core.rerank import with_top_n
 
         retriever = self.index.as_retriever(similarity_top_k=max(20, 3 * top_k))
         candidates = retriever.retrieve(question)
         results = with_top_n(self.reranker, top_k).postprocess_nodes(candidates, query_str=question)
-        results = results[:top_k]
         text = None
-        if llm is not None:
-            if self.method.spec.own_engine(self.method.config):
-                engine = self.index.as_query_engine(llm=llm, similarity_top_k=top_k)
-                text = str(engine.query(question))
-                note = (f"{self.method.name} answers with its own engine from its own "
-                        "passages; the reranker ordered the passages shown")  # fmt: skip
-            else:
-                from ..core.llm.answering import answering
+        if llm is not None and self.method.spec.own_engine(self.method.config):
+            text = str(self.index.as_query_engine(llm=llm, similarity_top_k=top_k).query(question))
+            note = (f"{self.method.name} answers with its own engine from its own "
+                    "passages; the reranker ordered the passages shown")  # fmt: skip
+        elif llm is not None:
+            from ..core.llm.answering import answering
 
-                text = str(answering(llm)(question, results))
-        passages = [passage_record(i + 1, r, self.collection) for i, r in enumerate(results)]
-        for passage in passages:
-            passage["reranker"] = self.reranker_name
-        reply = {
-            "question": question,
-            "method": self.method.name,
-            "llm": _describe_llm(llm),
-            "answer": text,
-            "note": note,
-            "passages": passages,
-        }
-        if stream:  # answered whole: the reranked answer step does not stream
-            return passages, iter([text] if text else []), lambda _t: reply
-        return reply
+            text = str(answering(llm)(question, results[:top_k]))
+        pieces = iter([text] if stream and text else [])
+        return results, None if stream else text, pieces, note
 
     def graph(self) -> Any:
         """The index's graph (``None`` for dense and BM25; FG-RAG's entity graph with its
@@ -295,7 +281,7 @@ def run_query(
             llm = choose_llm(provider).llm
         except (ValueError, ImportError, RuntimeError) as exc:
             raise UserError(f"--llm {provider or '(environment)'}: {exc}") from exc
-    opened = OpenIndex.open(folder, llm, reranker)
+    opened = OpenIndex(folder, llm, reranker)
     if stream and llm is not None:
         passages, pieces, finish = opened.ask(question, top_k, answer, stream=True)
         if not as_json:

@@ -1,7 +1,5 @@
 """Benchmark loading, metrics, the runner and the pairwise judge; methods come from their specs."""
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -47,10 +45,3 @@ __all__ = [
     "token_f1",
     "write_report",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .data import Benchmark, Passage, Question, load_benchmark
-    from .metrics import accuracy, all_at_k, exact_match, normalize_answer, recall_at_k, token_f1
-    from .registry import BenchContext, BenchSystem, build_system, resolve
-    from .runner import RunConfig, run_benchmark, write_report
-    from .table import format_table

@@ -17,8 +17,6 @@ Context-Aware Fine-Grained Graph RAG". Components:
   query-level fine-grained summarization (map per query entity, streamed reduce).
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -52,14 +50,3 @@ __all__ = [
     "parse_extraction",
     "spacy_query_entities",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .config import FGRAGConfig
-    from .cooccurrence import CooccurrenceExtractor
-    from .engine import FGRAGQueryEngine
-    from .expansion import Expansion, expand_many
-    from .extract import FGRAGExtractor, make_extractor
-    from .graph import EntityGraph
-    from .index import FGRAGIndex
-    from .records import parse_extraction
-    from .retriever import FGRAGRetriever, spacy_query_entities

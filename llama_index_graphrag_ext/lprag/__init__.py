@@ -12,8 +12,6 @@ Generation" (Nascimento, Franco, Souza). Components:
 | :class:`LinkPredictionRetriever` | §3.4 inference: a new query node, scored links |
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -59,16 +57,3 @@ __all__ = [
     "sample_batches",
     "train_link_predictor",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .batches import sample_batches
-    from .chunker import LLMAtomicChunker, parse_bracketed_items
-    from .config import LPRAGConfig
-    from .index import ChunkQueryLinkIndex
-    from .link_graph import LinkGraph
-    from .predictor import PREDICTORS, LinkPredictor, LinkScorer
-    from .prompts import ATOMIC_CHUNK_PROMPT, LP_ANSWER_PROMPT, SYNTHETIC_QUERY_PROMPT
-    from .pseudo_queries import pseudo_queries
-    from .retriever import LinkPredictionRetriever
-    from .synthetic_queries import SyntheticQueryGenerator
-    from .training import TrainReport, train_link_predictor

@@ -15,8 +15,6 @@
 | :mod:`.prompts` | the generation and answer prompts |
 """
 
-from typing import TYPE_CHECKING
-
 from .._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -58,21 +56,3 @@ __all__ = [
     "node_text",
     "parse_pairs",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .config import QCGConfig
-    from .doc2query import Doc2QueryGenerator
-    from .filtering import doc2query_minus
-    from .graph import QueryLayer
-    from .index import QueryCentricGraphIndex
-    from .parsing import parse_pairs
-    from .prompts import DOC2QUERY_LINES_PROMPT, DOC2QUERY_PROMPT, QCG_ANSWER_PROMPT
-    from .query_nodes import (
-        QUERY_NODES_KEY,
-        GeneratedNodes,
-        QueryNodeGenerator,
-        QueryPair,
-        node_text,
-    )
-    from .retriever import QCGRetriever
-    from .sentence_nodes import SentenceQueryGenerator

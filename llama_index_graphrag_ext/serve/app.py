@@ -54,9 +54,7 @@ class Library:
             while name in self._folders:
                 name, n = f"{Path(folder).name}-{n}", n + 1
             self._folders[name] = Path(folder)
-        self._open = {
-            name: OpenIndex.open(path, llm, reranker) for name, path in self._folders.items()
-        }
+        self._open = {name: OpenIndex(path, llm, reranker) for name, path in self._folders.items()}
         self._reloading = {name: threading.Lock() for name in self._folders}
         #: Loads after an update landed (``/api/indexes`` shows them).
         self.reloads = dict.fromkeys(self._folders, 0)
@@ -74,7 +72,7 @@ class Library:
                 current = self._open[name]
                 if current.changed_on_disk():
                     try:
-                        current = OpenIndex.open(self._folders[name], self.llm, self.reranker)
+                        current = OpenIndex(self._folders[name], self.llm, self.reranker)
                     except UserError as exc:  # a swap in flight: keep answering from the old
                         logger.warning("serve: %s not reloaded yet (%s)", name, exc)
                     else:

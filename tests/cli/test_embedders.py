@@ -111,3 +111,20 @@ def test_an_unknown_reranker_fails_the_build_in_one_line(tmp_path, capsys):
     argv = ["index", str(docs), "--method", "bm25", "--out", str(tmp_path / "idx"), "--quiet"]
     assert main([*argv, "--reranker", "pathlib:Path"]) == 2
     assert "not a LlamaIndex node postprocessor" in capsys.readouterr().err
+
+
+def test_a_reranked_answer_is_written_from_the_reranked_passages(tmp_path):
+    from llama_index.core.llms import MockLLM
+
+    from llama_index_graphrag_ext.documents.querying import OpenIndex
+
+    docs, out = _docs(tmp_path / "docs"), tmp_path / "idx"
+    assert main(["index", str(docs), "--method", "bm25", "--out", str(out), "--quiet"]) == 0
+    keep = "llama_index.core.postprocessor:LongContextReorder"
+    opened = OpenIndex(out, MockLLM(max_tokens=6), reranker=keep)
+    reply = opened.ask("telescope", top_k=1)
+    assert reply["answer"] and len(reply["passages"]) == 1
+    assert reply["passages"][0]["reranker"] == keep
+    passages, pieces, finish = opened.ask("telescope", top_k=1, stream=True)
+    streamed = "".join(pieces)
+    assert streamed and finish(streamed)["answer"] == streamed and passages

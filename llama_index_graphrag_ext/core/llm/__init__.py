@@ -21,8 +21,6 @@ Example:
     'Paris'
 """
 
-from typing import TYPE_CHECKING
-
 from ..._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -138,50 +136,3 @@ __all__ = [
     "validate_reply",
     "writes_json",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .cache import LLMCache, cache_key, llm_fingerprint
-    from .calls import LLMCaller, LLMTruncatedError, Reply, call_copy
-    from .lists import is_degenerate, parse_list, strip_chatter
-    from .loop import on_suite_loop, run_sync, suite_loop
-    from .parse import (
-        LLMOutputError,
-        find_items,
-        is_refusal,
-        is_unanswered,
-        parse_answer,
-        parse_json,
-        parse_yes_no,
-        strip_label,
-        strip_reasoning,
-        validate_reply,
-    )
-    from .resolve import (
-        PROVIDERS,
-        TIERS,
-        LLMChoice,
-        accepts_max_tokens,
-        choose_llm,
-        describe_llm,
-        is_embedded,
-        llm_for_provider,
-        llm_identity,
-        llm_tier,
-        provider_from_env,
-        resolve_llm,
-        structured_mode,
-        writes_json,
-    )
-    from .retry import RetryPolicy, is_retryable
-    from .settings import LLMSettings
-    from .steps import (
-        ON_LLM_FAILURE,
-        LLMFallbackError,
-        LLMSteps,
-        StepRecord,
-        check_on_failure,
-        fallback_share,
-        reason_of,
-    )
-    from .target import LLMRequestError, LLMStreamError
-    from .usage import UsageMeter, count_llm_calls, finish_reason, reported_usage

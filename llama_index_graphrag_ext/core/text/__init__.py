@@ -10,8 +10,6 @@
 | :mod:`.bleu` | BLEU and leave-one-out corpus BLEU (CUE-RAG's chunk value) |
 """
 
-from typing import TYPE_CHECKING
-
 from ..._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -77,30 +75,3 @@ __all__ = [
     "tokenize",
     "truncate_tokens",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from .analysis import (
-        Analysis,
-        ParseCache,
-        analyze_batch,
-        extract_entities,
-        extract_entities_batch,
-        shared_parses,
-    )
-    from .bleu import CorpusNgramIndex, bleu
-    from .entities import DEFAULT_ENTITY_LABELS, NUMERIC_ENTITY_LABELS, Entity, normalize_entity
-    from .parallel import ParsePool
-    from .spacy import (
-        DEFAULT_SPACY_MODELS,
-        MAX_CHUNK_CHARS,
-        SENTENCE_MODES,
-        SpacyModelNotFoundError,
-        clear_spacy_cache,
-        has_ner,
-        load_spacy,
-        parsing,
-        split_long_text,
-        split_sentences,
-        split_sentences_batch,
-    )
-    from .tokens import count_tokens, tokenize, truncate_tokens

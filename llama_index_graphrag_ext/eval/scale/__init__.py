@@ -20,8 +20,6 @@ embedder on samples. Growth exponents are log-log slopes
 Modules, in run order: `config`, `corpus`, `embedders`, `cell`, `run`, `report`, `cli`.
 """
 
-from typing import TYPE_CHECKING
-
 from ..._lazy import lazy_exports
 
 #: Public name -> the module defining it, imported on first use (see ``_lazy``).
@@ -81,28 +79,3 @@ __all__ = [
     "synthesize",
     "write_json",
 ]
-
-if TYPE_CHECKING:  # what type checkers and IDEs see
-    from ...core.defaults import make_embedder
-    from .cell import measure_cell
-    from .cli import add_arguments, config_from_args
-    from .config import (
-        DEFAULT_METHODS,
-        DEFAULT_SIZES,
-        TARGET_MEMORY_RATIO,
-        TARGET_P50_MS,
-        TARGET_TIME_EXPONENT,
-        ScaleConfig,
-    )
-    from .corpus import (
-        MAX_PASSAGE_CHARS,
-        default_benchmark_dirs,
-        load_pool,
-        perturb,
-        query_set,
-        split_sentences_rule,
-        synthesize,
-    )
-    from .embedders import MeteredEmbedding
-    from .report import fit_exponent, fit_report, format_scale_table, plot_scale
-    from .run import cell_key, run_scale, write_json
