@@ -1,7 +1,7 @@
 """FG-RAG's extraction records: the property names, the LLM's record format, and graph nodes.
 
 Entity node names are normalised keys
-([`normalize_entity`][llama_index_graphrag_ext.core.text.normalize_entity]), so
+([`normalize_entity`][llama_index_graphrag_ext.core.text.entities.normalize_entity]), so
 same-name entities share one node id; the name as written is kept in ``display_name``.
 """
 
