@@ -111,6 +111,13 @@ class ChainRAGRetrieval(Section):
     w_sa: float = Field(
         0.4, ge=0, description="'propagate': share of its source's score an SA neighbour adds."
     )
+    bm25_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of BM25's rankings (the first round's sentences, the final "
+        "passages) fused with the cosine's and the search's by reciprocal rank (ours, "
+        "core/lexical.py; 0 is the paper).",
+    )
     rank: Literal["one", "graph"] = Field(
         "one",
         description="LLM-free retriever: one ranking of every candidate (seeds, pool, "
@@ -174,8 +181,8 @@ class ChainRAGConfig(MethodConfig):
         "default": Preset(
             "The LLM-free retriever (before: chainrag-retriever): IDF key entities over one "
             "global cut, hubs on more than 20 sentences never key, each sentence's rarest "
-            "entity kept, neighbours' scores propagated; chosen on 2wiki-101 by one sweep with "
-            "MiniLM, reported on musique-100 (docs/methods/chainrag.md).",
+            "entity kept, neighbours' scores propagated, BM25 fused at weight 0.5; chosen on "
+            "2wiki-101 by one sweep with MiniLM, reported on musique-100 (docs/methods/chainrag.md).",
             {
                 "key_importance": "idf",
                 "key_cut": "global",
@@ -183,6 +190,7 @@ class ChainRAGConfig(MethodConfig):
                 "keep_rarest": True,
                 "neighbor_score": "propagate",
                 "nlp_processes": None,
+                "bm25_weight": 0.5,
             },
         ),
         "common-entities": Preset(

@@ -71,7 +71,12 @@ class SentenceGraphRetriever(BaseRetriever):
             state = self.search_state(query_bundle.query_str, _bundle_vector(query_bundle))
             params = self.params
             return chunks_from_state(
-                self.index, state, self.similarity_top_k, params.rank, params.fill
+                self.index,
+                state,
+                self.similarity_top_k,
+                params.rank,
+                params.fill,
+                bm25_weight=params.bm25_weight,
             )
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
@@ -123,14 +128,24 @@ def chunks_from_state(
     top_k: int,
     rank: str = "one",
     fill: bool = True,
+    *,
+    bm25_weight: float = 0.0,
 ) -> list[NodeWithScore]:
-    """The source chunks of a search, ranked by their best sentences, with evidence."""
+    """The source chunks of a search, ranked by their best sentences, with evidence.
+
+    With ``bm25_weight > 0`` that ranking (every chunk the search reached) is fused
+    with BM25's over all passages (``core/lexical.py``); the score is then the fused one.
+    """
     sg = state.graph
-    order, by_chunk = ranked_chunk_ids(state, top_k, rank, fill)
+    order, by_chunk = ranked_chunk_ids(state, len(sg) if bm25_weight > 0 else top_k, rank, fill)
+    order, fused, bm25_ranks = index.fuse_passages(
+        state.query, order, bm25_weight, max(2 * top_k, 20)
+    )
+    order = order[:top_k]
     chunks = {n.node_id: n for n in index.get_chunks(order)} if order else {}
     results = []
     for rank_no, cid in enumerate(order, start=1):
-        sents = by_chunk[cid]
+        sents = by_chunk.get(cid, [])
         evidence = {
             "method": "chainrag",
             "rank": rank_no,
@@ -138,5 +153,11 @@ def chunks_from_state(
             "sentences": [describe_sentence(sg, s) for s in sents],
             "edge_kinds": sorted({k for s in sents for k in s.via}),
         }
-        results.append(with_evidence(chunks[cid], max(s.score for s in sents), evidence))
+        if fused is not None:
+            evidence["bm25_rank"] = bm25_ranks.get(cid)
+            evidence["sentence_score"] = max((s.score for s in sents), default=None)
+            score = fused[rank_no - 1]
+        else:
+            score = max(s.score for s in sents)
+        results.append(with_evidence(chunks[cid], score, evidence))
     return results

@@ -14,6 +14,7 @@ import numpy as np
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 from ..core.embeddings import embed_query
+from ..core.lexical import fuse
 from ..core.rerank import rerank
 from .config import ChainRAGRetrieval
 from .sentence_graph import SentenceGraph, sentence_ids
@@ -120,11 +121,28 @@ class SentenceSearch:
         search = self.index.searcher("sentences", sg, lambda: sentence_ids(sg), sg.vectors)
         rows, scores = search(qv, self.params.candidate_k)
         ranked = self._rerank(state, rows.tolist(), scores)
+        if self.params.bm25_weight > 0:
+            ranked = self._with_bm25(sg, query, qv, ranked)
         state.candidates = ranked
         for row, score in ranked[: self.params.k]:
             self._add(state, Gathered(row, score, "seed", 0), force=True)
         state.frontier = [g.row for g in state.gathered.values()]
         return state
+
+    def _with_bm25(
+        self, sg: SentenceGraph, query: str, qv: np.ndarray, ranked: list[tuple[int, float]]
+    ) -> list[tuple[int, float]]:
+        """The first round's candidates fused with BM25's best sentences (``core/lexical.py``):
+        seeds in fused order, each keeping its cosine (or reranker) score."""
+        table = self.index.lexical("sentences", sg, lambda: [sg.text(r) for r in range(len(sg))])
+        lexical, _ = table.top(query, self.params.candidate_k)
+        rows, _ = fuse([r for r, _ in ranked], lexical, self.params.bm25_weight)
+        rows = rows[: self.params.candidate_k].tolist()
+        score = dict(ranked)
+        new = [r for r in rows if r not in score]
+        if new:
+            score.update(zip(new, (sg.vectors[new] @ qv).tolist(), strict=True))
+        return [(r, float(score[r])) for r in rows]
 
     def _add(self, state: SearchState, item: Gathered, force: bool = False) -> bool:
         words = word_count(state.graph.text(item.row))

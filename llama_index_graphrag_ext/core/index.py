@@ -45,6 +45,7 @@ from .config import MethodConfig
 from .defaults import resolve_embed_model
 from .graph import TypedGraph
 from .index_persist import PersistedIndex, SuiteIndexList
+from .lexical import LexicalTable, fuse
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
 from .rwlock import ReadWriteLock
@@ -114,6 +115,10 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         self.llm_steps = llm_steps if llm_steps is not None else LLMSteps(type(self).__name__)
         self._lock = threading.RLock()
         self._rw = ReadWriteLock()  # insert/delete against retrievals (core/rwlock.py)
+        # BM25 tables derived from the index's texts (core/lexical.py): name -> (key, table).
+        self._lexical: dict[str, tuple[Any, LexicalTable]] = {}
+        self._lexical_lock = threading.Lock()
+        self._passages_version = object()  # replaced by every write
         self._store_tables = (
             StoreTables(vector_store, vector_namespace or self.index_kind)
             if vector_store is not None
@@ -221,6 +226,64 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
                 len(ids),
             )
 
+    # ------------------------------------------------------------- lexical
+
+    def lexical(self, name: str, snapshot: object, texts: Any) -> LexicalTable:
+        """BM25 over table ``name`` of one snapshot (:mod:`.lexical`), built on first use.
+
+        Args:
+            name: The table (``"passages"``, ``"sentences"``, ...).
+            snapshot: What the rows belong to; a new snapshot (after a write) rebuilds.
+            texts: A function returning the rows' texts in row order.
+        """
+        with self._lexical_lock:
+            held = self._lexical.get(name)
+            if held is not None and held[0] is snapshot:
+                return held[1]
+            table = LexicalTable(texts())
+            self._lexical[name] = (snapshot, table)
+            return table
+
+    def fuse_passages(
+        self, query: str, ranked: Sequence[str], weight: float, depth: int
+    ) -> tuple[list[str], list[float] | None, dict[str, int]]:
+        """A method's passage order fused with BM25 over every indexed passage (:func:`.fuse`).
+
+        Args:
+            ranked: The method's chunk ids, best first (every candidate it scored).
+            weight: The method's ``bm25_weight`` (0: ``ranked`` unchanged).
+            depth: BM25's best passages taken into the fusion.
+
+        Returns:
+            The fused ids, best first, their fused scores (``None`` when ``weight`` is 0),
+            and each BM25-ranked id's rank (from 1).
+        """
+        if weight <= 0:
+            return list(ranked), None, {}
+        bm25_ids = self.bm25_passages(query, depth)
+        names = list(dict.fromkeys([*ranked, *bm25_ids]))
+        code = {c: i for i, c in enumerate(names)}
+        rows, fused = fuse([code[c] for c in ranked], [code[c] for c in bm25_ids], weight)
+        ranks = {c: i + 1 for i, c in enumerate(bm25_ids)}
+        return [names[r] for r in rows.tolist()], fused.tolist(), ranks
+
+    def bm25_passages(self, query: str, depth: int) -> list[str]:
+        """The ids of BM25's ``depth`` best passages for ``query`` (a positive score), best first."""
+        ids = list(self._index_struct.nodes)
+        table = self.lexical("passages", self._passages_version, lambda: self.passage_texts(ids))
+        top, _ = table.top(query, depth)
+        return [ids[r] for r in top.tolist()]
+
+    def passage_texts(self, ids: Sequence[str]) -> list[str]:
+        """The chunks' texts as BM25 reads them (with their embedded metadata, e.g. titles)."""
+        from llama_index.core.schema import MetadataMode
+
+        out: list[str] = []
+        for start in range(0, len(ids), 1024):  # decoded a batch at a time
+            nodes = self.get_chunks(ids[start : start + 1024])
+            out.extend(n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes)
+        return out
+
     # ------------------------------------------------------------- properties
 
     @property
@@ -325,6 +388,7 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
             self._add_chunks(new)
             for node in new:
                 self._index_struct.add_node(node)
+            self._passages_version = object()
             self._sync_store()
 
     def delete_nodes(
@@ -338,6 +402,7 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
                 self._remove_chunks(gone)
                 drop = set(gone)
                 self._index_struct.nodes = [i for i in self._index_struct.nodes if i not in drop]
+                self._passages_version = object()
                 self._sync_store()
             if delete_from_docstore:
                 for node_id in gone:

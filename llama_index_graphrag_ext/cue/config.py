@@ -117,6 +117,13 @@ class CUERetrieval(Section):
         description="Embedding scorer: weight of the question's IDF-weighted words a path "
         "names, added to its cosine (ours; 0 is cosine alone, cue/lexical.py).",
     )
+    bm25_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of BM25's rankings (units in Knowledge Anchoring, chunks in the "
+        "final ranking) fused with the cosine's and Q-Iter's by reciprocal rank (ours, "
+        "core/lexical.py; 0 is the paper).",
+    )
     path_weight: float = Field(
         0.0,
         ge=0,
@@ -153,8 +160,8 @@ class CUEConfig(MethodConfig):
         "default": Preset(
             "LLM-free (alpha = 0; before: cue-0.0): sentence units, spaCy query entities, "
             "title entities, word coverage in path scores and the best path in chunk scores, "
-            "one-pass unit and entity vectors, the dense fill. Chosen on 2wiki-101 with "
-            "MiniLM, reported on musique-100 (docs/methods/cue.md, Presets).",
+            "one-pass unit and entity vectors, the dense fill, BM25 fused at weight 0.25. Chosen "
+            "on 2wiki-101 with MiniLM, reported on musique-100 (docs/methods/cue.md, Presets).",
             {
                 "alpha": 0.0,
                 "title_entity": True,
@@ -167,6 +174,7 @@ class CUEConfig(MethodConfig):
                 "path_weight": 0.25,
                 "long_chunks": "best-window",
                 "fill": "dense",
+                "bm25_weight": 0.25,
             },
         ),
         "path-weighted": Preset(

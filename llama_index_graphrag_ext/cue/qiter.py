@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core.embeddings import top_k_of_scores
+from ..core.lexical import fuse
 from ..core.search import RowSearcher, products
 from .scoring import QIterScorer
 from .view import CueGraphView
@@ -85,6 +86,9 @@ def anchor_entities(
     unit_search: RowSearcher,
     use_sa: bool = True,
     use_ka: bool = True,
+    named: dict[str, int] | None = None,
+    lexical_units: np.ndarray | None = None,
+    bm25_weight: float = 0.0,
 ) -> Anchoring:
     """Entity-Anchoring (Algorithm 4).
 
@@ -95,19 +99,30 @@ def anchor_entities(
             ``searcher("entities", ...)``, or ``MatrixSearch(view.entity_matrix)``);
             ``unit_search`` the same over its unit rows.
         use_sa: Spreading Activation (lines 3-7); ``use_ka``: Knowledge Anchoring (8-10).
+        named: Query entity text -> the entity row whose name it is (exact or normalised
+            match): that row anchors first, its nearest vectors after (names before vectors).
+        lexical_units: BM25's unit rows for the question, best first, fused with the
+            cosine's by reciprocal rank (``core/lexical.py``) when ``bm25_weight > 0``.
     """
     out = Anchoring()
     seen: dict[int, None] = {}
+    named = named or {}
     if use_sa and query_entities and len(view.entity_ids):
         names = list(query_entities)
         found = entity_search.search_many([query_entities[n] for n in names], top_k)
         for name, hits in zip(names, found, strict=True):
-            out.spreading[name] = [int(j) for j in hits.rows]
+            rows = [int(j) for j in hits.rows]
+            if name in named:
+                rows = list(dict.fromkeys([named[name], *rows]))[:top_k]
+            out.spreading[name] = rows
             seen.update(dict.fromkeys(out.spreading[name]))
     if use_ka and len(view.unit_ids):
         hits = unit_search.search(query_vec, top_k)
         out.unit_scores = hits.cosines
-        out.knowledge_units = [int(i) for i in hits.rows]
+        rows = hits.rows
+        if bm25_weight > 0 and lexical_units is not None:
+            rows = fuse(hits.rows, lexical_units[:top_k], bm25_weight)[0][:top_k]
+        out.knowledge_units = [int(i) for i in rows]
         for u in out.knowledge_units:
             seen.update(dict.fromkeys(int(e) for e in view.unit_entities[u]))
     out.seeds = list(seen)

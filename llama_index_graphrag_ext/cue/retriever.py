@@ -86,6 +86,15 @@ class _ChunkTexts(Sequence[str]):
         return {n.node_id: n for n in self._index.get_chunks(cids)} if cids else {}
 
 
+def _unit_texts(view: CueGraphView) -> list[str]:
+    """Each unit's statement and its entities' names (what BM25 reads of a unit)."""
+    names = view.entity_names
+    return [
+        " ".join([text, *(names[e] for e in view.unit_entities[u].tolist())])
+        for u, text in enumerate(view.unit_texts)
+    ]
+
+
 class QIterRetriever(BaseRetriever):
     """Entity anchoring, beam search with query updating, final chunk re-ranking.
 
@@ -268,6 +277,12 @@ class QIterRetriever(BaseRetriever):
         view: CueGraphView,
     ) -> list[NodeWithScore]:
         index = self._index
+        weight = self.params.bm25_weight
+        lexical_units = None
+        if weight > 0 and self.params.use_ka:
+            table = index.lexical("units", view, lambda: _unit_texts(view))
+            lexical_units = table.top(query, max(self.params.K, 20))[0]
+        named = {n: view.entity_of(normalize_entity(n)) for n in entity_vecs}
         anchoring = anchor_entities(
             view,
             query_vec,
@@ -277,6 +292,9 @@ class QIterRetriever(BaseRetriever):
             unit_search=index.searcher("units", view, view.unit_ids, view.unit_matrix),
             use_sa=self.params.use_sa,
             use_ka=self.params.use_ka,
+            named={n: row for n, row in named.items() if row is not None},
+            lexical_units=lexical_units,
+            bm25_weight=weight,
         )
         kept = beam_search(
             view,
@@ -317,13 +335,33 @@ class QIterRetriever(BaseRetriever):
         if path_weight:
             best = np.array([max(p.score for p in paths_of[r]) for r in rows], dtype=float)
             scores = scores + path_weight * best
-        order, _ = top_k_of_scores(scores, top_n)
-        chunks = texts.nodes([cids[i] for i in order.tolist()])
+        order, _ = top_k_of_scores(scores, len(scores))
+        weight = self.params.bm25_weight
+        ranked, fused_scores, bm25_ranks = self._index.fuse_passages(
+            query, [cids[i] for i in order.tolist()], weight, max(2 * top_n, 20)
+        )
+        ranked = ranked[:top_n]
+        at = {c: i for i, c in enumerate(cids)}
+        chunks = texts.nodes([c for c in ranked if c in at])
+        lexical_only = [c for c in ranked if c not in at]
+        if lexical_only:
+            chunks.update((n.node_id, n) for n in self._index.get_chunks(lexical_only))
         entity_names = view.entity_names
         results: list[NodeWithScore] = []
         seeds = [entity_names[e] for e in anchoring.seeds]
-        for i in order.tolist():
-            cid = cids[i]
+        for place, cid in enumerate(ranked):
+            # Fused: the reciprocal-rank score; the method's own stays in the evidence.
+            fused = fused_scores[place] if fused_scores is not None else None
+            if cid not in at:  # found by BM25 alone
+                evidence = {
+                    "method": "cue-qiter",
+                    "rank": len(results) + 1,
+                    "source": "bm25",
+                    "bm25_rank": bm25_ranks[cid],
+                }
+                results.append(with_evidence(chunks[cid], fused, evidence))
+                continue
+            i = at[cid]
             evidence = {
                 "method": "cue-qiter",
                 "rank": len(results) + 1,
@@ -344,7 +382,10 @@ class QIterRetriever(BaseRetriever):
                 "query_entities": list(anchoring.spreading),
                 "seed_entities": seeds[:20],
             }
-            results.append(with_evidence(chunks[cid], float(scores[i]), evidence))
+            if fused is not None:
+                evidence["bm25_rank"] = bm25_ranks.get(cid)
+            score = float(scores[i]) if fused is None else fused
+            results.append(with_evidence(chunks[cid], score, evidence))
         if self.params.fill == "dense" and len(results) < top_n and len(view.chunk_ids):
             have = {r.node.node_id for r in results}
             search = self._index.searcher("chunks", view, view.chunk_ids, view.chunk_matrix)
@@ -363,7 +404,9 @@ class QIterRetriever(BaseRetriever):
                     "source": "dense-fill",
                     "cosine": s,
                 }
-                results.append(with_evidence(nodes[cid], s, evidence))
+                # under fusion a cosine is not on the fused scale: the fill scores 0
+                score = s if fused_scores is None else 0.0
+                results.append(with_evidence(nodes[cid], score, evidence))
         return results
 
     # -------------------------------------------------------------- entrances

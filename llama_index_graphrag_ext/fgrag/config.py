@@ -77,6 +77,12 @@ class FGRAGExpansion(Section):
         description="BFS hops beyond the seeds (the paper is silent; None: until the budget "
         "is spent, as the authors do).",
     )
+    names_first: bool = Field(
+        False,
+        description="Eq. 6: a query entity that is an entity's name (after normalize_entity) "
+        "takes that entity first in E_w, its nearest vectors after (ours; the paper matches "
+        "by vector alone).",
+    )
     store_vector_search: bool = Field(
         False,
         description="Match entities (Eqs. 6-7) with the property graph store's own vector "
@@ -94,6 +100,12 @@ class FGRAGRanking(Section):
     )
     evidence_weight: float = Field(
         0.3, ge=0, description="Weight of the normalised description evidence (ours)."
+    )
+    bm25_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of BM25's passage ranking fused with this ranking by reciprocal "
+        "rank (ours, core/lexical.py; 0: the reached chunks alone).",
     )
     fill: Literal["similarity", "none", "raise"] = Field(
         "none",
@@ -153,9 +165,22 @@ class FGRAGConfig(MethodConfig):
         "default": Preset(
             "LLM-free (before: fgrag): spaCy co-occurrence graph, spaCy query entities, every "
             "reached chunk ranked by similarity plus 0.3 x evidence, short lists filled by "
-            "similarity, a long chunk by its best window. The weight was chosen on each of "
-            "musique-100 and 2wiki-101 and reported on the other (docs/methods/fgrag.md).",
-            {"extractor": "cooccurrence", "fill": "similarity"},
+            "similarity, a long chunk by its best window; a query entity that names an entity "
+            "anchors on it first; BM25 fused at weight 0.5 (chosen on 2wiki-101, reported on "
+            "musique-100). The evidence weight was chosen on each of musique-100 and 2wiki-101 "
+            "and reported on the other (docs/methods/fgrag.md).",
+            {
+                "extractor": "cooccurrence",
+                "fill": "similarity",
+                "names_first": True,
+                "bm25_weight": 0.5,
+            },
+        ),
+        "light-bm25": Preset(
+            "`default` with BM25 fused at weight 0.25: chosen on musique-100, reported on "
+            "2wiki-101 (docs/methods/fgrag.md).",
+            {"bm25_weight": 0.25},
+            base="default",
         ),
     }
 

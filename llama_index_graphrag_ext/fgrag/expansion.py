@@ -216,6 +216,7 @@ def expand_many(
     per_entity: int | None = None,
     max_depth: int | None = None,
     use_strong: bool = True,
+    named: Sequence[int | None] | None = None,
 ) -> list[Expansion]:
     """Context-aware entity expansion for each query entity [P §3.2, Eqs. 6-7].
 
@@ -226,6 +227,8 @@ def expand_many(
         neighbours: Where relations are read (default: the graph's arrays).
         top_n, strong_top_n, description_budget, per_entity, max_depth, use_strong:
             See :class:`~.config.FGRAGExpansion`.
+        named: Per query entity, the row of the entity it names (``None``: none); that
+            row heads ``E_w`` with similarity 1 (``names_first``).
 
     Returns:
         One expansion per query entity, in order.
@@ -242,6 +245,9 @@ def expand_many(
 
     weak_hits = search.search_many(list(query_vectors), top_n)  # Eq. 6
     weak_sets = [pairs(hits) for hits in weak_hits]
+    for k, row in enumerate(named or ()):
+        if row is not None:  # names before vectors: the named entity first
+            weak_sets[k] = [(row, 1.0), *(p for p in weak_sets[k] if p[0] != row)][:top_n]
     strong_sets: list[list[tuple[int, float]]] = [[] for _ in results]
     asking = [k for k, weak in enumerate(weak_sets) if weak] if use_strong else []
     if asking:

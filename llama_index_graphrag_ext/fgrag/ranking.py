@@ -8,6 +8,10 @@
 3. **similarity** ``s(c)``: the chunk's cosine with the question, since
    evidence alone favours the chunks of hub entities;
 4. the score ``s(c) + evidence_weight * e(c)``;
+   with ``bm25_weight > 0`` (``core/lexical.py``) that ranking of every reached
+   chunk is fused with BM25's best passages by reciprocal rank, which may bring
+   chunks the expansion never reached (``"source": "bm25"``); the score is then
+   the fused one;
 5. **fill**: with fewer than ``k`` reached, ``fill="similarity"`` adds the
    nearest chunks, marked ``"source": "similarity-fill"`` and counted.
 """
@@ -21,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.lexical import fuse
 from .expansion import Expansion
 
 #: How the reached chunks are ordered.
@@ -35,8 +40,9 @@ class UnderfilledError(RuntimeError):
 
 @dataclass
 class Ranked:
-    """One ranked chunk (``similarity`` None: no vector; ``source``: ``"expansion"`` or
-    ``"similarity-fill"``; ``why``: the query entities and descriptions that reached it)."""
+    """One ranked chunk (``similarity`` None: no vector; ``source``: ``"expansion"``,
+    ``"bm25"`` or ``"similarity-fill"``; ``why``: the query entities and descriptions that
+    reached it; ``bm25_rank``: its BM25 rank when fused and ranked by BM25)."""
 
     chunk_id: str
     score: float
@@ -44,6 +50,7 @@ class Ranked:
     evidence: float
     source: str
     why: dict[str, Any] = field(default_factory=dict)
+    bm25_rank: int | None = None
 
 
 def gather(expansions: Sequence[Expansion]) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
@@ -77,6 +84,8 @@ def rank_reached(
     ranking: str = "combined",
     evidence_weight: float = 0.3,
     fill: str = "none",
+    lexical: Sequence[str] = (),
+    bm25_weight: float = 0.0,
 ) -> tuple[list[Ranked], dict[str, int]]:
     """The top ``k`` of every reached chunk, then the fill; with this query's counts.
 
@@ -85,11 +94,12 @@ def rank_reached(
             vector). ``None`` ranks by evidence alone.
         nearest: ``n`` -> the ``n`` chunks nearest the question, ``(id, cosine)``
             best first (the fill). ``None``: no fill possible.
-        ranking, evidence_weight, fill: As in :class:`~.config.FGRAGRanking`.
+        ranking, evidence_weight, fill, bm25_weight: As in :class:`~.config.FGRAGRanking`.
+        lexical: BM25's best chunk ids for the question, best first.
 
     Returns:
         The ranked chunks, and counts: ``reached``, ``returned_reached``,
-        ``filled``, ``without_vector``.
+        ``filled``, ``without_vector``, ``lexical`` (returned by BM25 alone).
     """
     if ranking not in RANKINGS:
         raise ValueError(f"ranking must be one of {RANKINGS}, got {ranking!r}")
@@ -108,23 +118,39 @@ def rank_reached(
         score = ev
     else:
         score = np.nan_to_num(sims, nan=0.0) + evidence_weight * ev
-    order = np.lexsort((np.arange(len(ids)), -score))[:k]
+    order = np.lexsort((np.arange(len(ids)), -score))
+    fused = None
+    bm25_rank = {c: r + 1 for r, c in enumerate(lexical)} if bm25_weight > 0 else {}
+    if bm25_weight > 0 and lexical:
+        names = list(dict.fromkeys([*ids, *lexical]))
+        code = {c: i for i, c in enumerate(names)}
+        order, fused = fuse(order, [code[c] for c in lexical], bm25_weight)
+        new = [names[i] for i in order[:k].tolist() if i >= len(ids)]
+        extra = np.asarray(similarity(new), np.float64) if new and similarity else []
+        ids, sims = names, np.concatenate([sims, np.full(len(names) - len(ids), np.nan)])
+        for c, cos in zip(new, extra, strict=True):
+            sims[code[c]] = cos
+        ev = np.concatenate([ev, np.zeros(len(names) - len(ev))])
+    order = order[:k]
     out = [
         Ranked(
             ids[i],
-            float(score[i]),
+            float(score[i]) if fused is None else float(fused[rank]),
             None if np.isnan(sims[i]) else float(sims[i]),
             float(ev[i]),
-            "expansion",
-            why[ids[i]],
+            "expansion" if ids[i] in why else "bm25",
+            why.get(ids[i], {}),
+            bm25_rank.get(ids[i]),
         )
-        for i in order.tolist()
+        for rank, i in enumerate(order.tolist())
     ]
+    lexical_only = sum(r.source == "bm25" for r in out)
     counts = {
-        "reached": len(ids),
-        "returned_reached": len(out),
+        "reached": len(raw),
+        "returned_reached": len(out) - lexical_only,
         "filled": 0,
         "without_vector": missing,
+        "lexical": lexical_only,
     }
     short = k - len(out)
     if short > 0 and fill == "raise":
@@ -138,10 +164,11 @@ def rank_reached(
                 break
             if chunk_id not in have:
                 have.add(chunk_id)
-                # a chunk with no evidence; under "evidence" ranking it scores 0
-                score_of = 0.0 if ranking == "evidence" else float(cos)
+                # a chunk with no evidence; under "evidence" ranking (or fused, whose
+                # scale a cosine is not on) it scores 0
+                score_of = 0.0 if ranking == "evidence" or fused is not None else float(cos)
                 out.append(Ranked(chunk_id, score_of, float(cos), 0.0, "similarity-fill"))
-        counts["filled"] = len(out) - counts["returned_reached"]
+        counts["filled"] = len(out) - counts["returned_reached"] - lexical_only
         # every reached chunk is returned anyway: one order on one scale
         out.sort(key=lambda r: -r.score)
     return out, counts

@@ -33,6 +33,7 @@ _STAT_KEYS = (
     "reached_chunks",
     "returned_reached",
     "returned_filled",
+    "returned_lexical",
     "queries_filled",
     "queries_under_k",
     "chunks_without_vector",
@@ -144,6 +145,9 @@ class FGRAGRetriever(BaseRetriever):
             per_entity=params.per_entity,
             max_depth=params.max_depth,
             use_strong=params.use_strong,
+            named=[graph.row_of(normalize_entity(u)) for u in units]
+            if params.names_first
+            else None,
         )
 
     def rank_chunks(
@@ -177,6 +181,9 @@ class FGRAGRetriever(BaseRetriever):
                 hits = search.search(query_vec, n)
                 return [(ids[r], float(v)) for r, v in zip(hits.rows, hits.scores, strict=True)]
 
+        lexical: list[str] = []
+        if params.bm25_weight > 0 and query is not None:
+            lexical = index.bm25_passages(query, max(2 * self.similarity_top_k, 20))
         ranked, counts = rank_reached(
             expansions,
             self.similarity_top_k,
@@ -185,6 +192,8 @@ class FGRAGRetriever(BaseRetriever):
             ranking=params.chunk_ranking,
             evidence_weight=params.evidence_weight,
             fill=params.fill,
+            lexical=lexical,
+            bm25_weight=params.bm25_weight,
         )
         self._count(counts)
         context = {
@@ -207,6 +216,8 @@ class FGRAGRetriever(BaseRetriever):
                 **r.why,
             }
             evidence["expansion"] = {q: context[q] for q in evidence["query_entities"]}
+            if params.bm25_weight > 0:
+                evidence["bm25_rank"] = r.bm25_rank
             out.append(with_evidence(node, r.score, evidence))
         return out
 
@@ -219,6 +230,7 @@ class FGRAGRetriever(BaseRetriever):
         s["queries_filled"] += counts["filled"] > 0
         s["queries_under_k"] += counts["reached"] < self.similarity_top_k
         s["chunks_without_vector"] += counts["without_vector"]
+        s["returned_lexical"] += counts["lexical"]
         if counts["filled"]:
             logger.warning(
                 "FG-RAG retriever: the expansion reached %d chunk(s) for k=%d; %d filled by "

@@ -157,6 +157,13 @@ class LPRAGRetrieval(Section):
         description="Score at most this many chunks per query, the nearest by cosine "
         "(ours); None: every chunk, as the paper does.",
     )
+    bm25_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of BM25's rankings (the chunks the query node attaches to, the "
+        "final passages) fused with the cosine's and the link scores' by reciprocal rank "
+        "(ours, core/lexical.py; 0 is the paper).",
+    )
     long_chunks: Literal["best-window", "pooled"] = Field(
         "pooled",
         description="A chunk longer than the embedder's window: its cosine from its best "
@@ -231,7 +238,8 @@ class LPRAGConfig(MethodConfig):
         "default": Preset(
             "LLM-free: `pseudo` with masked bridge queries (3 a chunk) and messages along "
             "title links only, half hard negatives, M = 3, 60 epochs, three predictors and "
-            "the standardized cosine prior. Chosen on 2wiki-101, reported on musique-100 "
+            "the standardized cosine prior, BM25 fused at weight 0.5. Chosen on 2wiki-101, "
+            "reported on musique-100 "
             "(formerly `lprag-pseudo-titles`; docs/methods/lprag.md).",
             {
                 "bridges": True,
@@ -243,13 +251,15 @@ class LPRAGConfig(MethodConfig):
                 "M": 3,
                 "ensemble": 3,
                 "cosine_prior": STANDARDIZED,
+                "bm25_weight": 0.5,
             },
             base="pseudo",
         ),
         "short-training": Preset(
-            "`default` trained for 30 epochs: chosen on musique-100, reported on 2wiki-101 "
+            "`default` trained for 30 epochs, BM25 fused at weight 0.25: chosen on musique-100, "
+            "reported on 2wiki-101 "
             "(formerly `lprag-pseudo-titles-tuned-musique`; docs/methods/lprag.md).",
-            {"epochs": 30},
+            {"epochs": 30, "bm25_weight": 0.25},
             base="default",
         ),
     }

@@ -24,6 +24,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.config import top_k_of
 from ..core.embeddings import aembed_query, embed_query, top_k_of_scores
+from ..core.lexical import fuse
 from ..core.nodes import require_query, with_evidence
 from ..core.rwlock import reading
 from .config import STANDARDIZED, LPRAGConfig
@@ -78,25 +79,27 @@ class LinkPredictionRetriever(BaseRetriever):
         if vector is None:
             vector = embed_query(self._index.embed_model, query_bundle.query_str)
         with reading(self._index):
-            return self._rank(np.asarray(vector, np.float32))
+            return self._rank(np.asarray(vector, np.float32), query_bundle.query_str)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         require_query(query_bundle.query_str, query_bundle.embedding)
         vector = query_bundle.embedding
         if vector is None:
             vector = await aembed_query(self._index.embed_model, query_bundle.query_str)
-        return await asyncio.to_thread(self._ranked, np.asarray(vector, np.float32))
+        vector = np.asarray(vector, np.float32)
+        return await asyncio.to_thread(self._ranked, vector, query_bundle.query_str)
 
-    def _ranked(self, vector: np.ndarray) -> list[NodeWithScore]:
+    def _ranked(self, vector: np.ndarray, query: str) -> list[NodeWithScore]:
         with reading(self._index):
-            return self._rank(vector)
+            return self._rank(vector, query)
 
     def scores(self, query: str) -> dict[str, float]:
         """Link probability of the query to every chunk, by chunk id (0 where not scored)."""
         snap = self._snapshot()
         if snap is None:
             return {}
-        probs, *_ = self._probabilities(snap, embed_query(self._index.embed_model, query))
+        vector = embed_query(self._index.embed_model, query)
+        probs, *_ = self._probabilities(snap, vector, query)
         return dict(zip(snap.chunk_ids, probs.tolist(), strict=True))
 
     def _snapshot(self):
@@ -113,7 +116,7 @@ class LinkPredictionRetriever(BaseRetriever):
         rows = self._index.nearest_chunk_rows(snap, vector, cap)
         return np.sort(np.asarray(rows, np.int64))  # row order: ties break as when exhaustive
 
-    def _probabilities(self, snap, vector: np.ndarray):
+    def _probabilities(self, snap, vector: np.ndarray, query: str | None = None):
         """Link probabilities, logits, ranking scores and the query's attachments.
 
         The logit is ``φ`` (plus the prior, when a weight is set); the ranking score
@@ -121,8 +124,14 @@ class LinkPredictionRetriever(BaseRetriever):
         and cosine. Chunks not scored get a ``-inf`` logit.
         """
         vector = vector / (np.linalg.norm(vector) or 1.0)
-        # Inference graph (§3.4): the query node receives messages from its M nearest chunks.
-        nbrs = self._index.nearest_chunk_rows(snap, vector, self.config.graph.M)
+        # Inference graph (§3.4): the query node receives messages from its M nearest chunks
+        # (with bm25_weight: the M best of the cosine's and BM25's rankings fused).
+        m = self.config.graph.M
+        nbrs = np.asarray(self._index.nearest_chunk_rows(snap, vector, m), np.int64)
+        if self.params.bm25_weight > 0 and query is not None:
+            row = {c: i for i, c in enumerate(snap.chunk_ids)}
+            lexical = [row[c] for c in self._index.bm25_passages(query, m) if c in row]
+            nbrs = fuse(nbrs, lexical, self.params.bm25_weight)[0][:m]
         rows = self._candidates(snap, vector)
         scored = np.arange(len(snap.chunk_ids)) if rows is None else rows
         best = self._window_cosines(snap, vector, scored)
@@ -155,43 +164,53 @@ class LinkPredictionRetriever(BaseRetriever):
             best = self._window_cosines(snap, unit, rows)
         return (snap.z_chunks[rows] @ unit if best is None else best).astype(np.float64)
 
-    def _rank(self, vector: np.ndarray) -> list[NodeWithScore]:
+    def _rank(self, vector: np.ndarray, query: str) -> list[NodeWithScore]:
         snap = self._snapshot()
         if snap is None:
             return []
-        probs, logits, ranking, nbrs = self._probabilities(snap, vector)
+        probs, logits, ranking, nbrs = self._probabilities(snap, vector, query)
         # Rank by score, not probability: probabilities saturate at 1.0 and would tie.
         candidates = ranking
         if self.params.tau is not None:
             candidates = np.where(probs >= self.params.tau, candidates, -np.inf)
         k = len(probs) if self.similarity_top_k is None else self.similarity_top_k
-        order, _ = top_k_of_scores(candidates, k)
+        weight = self.params.bm25_weight
+        order, _ = top_k_of_scores(candidates, len(probs) if weight > 0 else k)
         order = order[np.isfinite(candidates[order])]
+        if weight > 0 and len(order):  # fused with BM25's passages (core/lexical.py)
+            cap = min(k, len(order))  # tau alone: as many as passed it
+            ids = [snap.chunk_ids[i] for i in order.tolist()]
+            fused_ids, fused, bm25_ranks = self._index.fuse_passages(
+                query, ids, weight, max(2 * cap, 20)
+            )
+            row = {c: i for i, c in enumerate(snap.chunk_ids)}
+            order = np.asarray([row[c] for c in fused_ids[:cap]], np.int64)
         if not len(order):
             return []
         nodes = self._index.get_chunks([snap.chunk_ids[i] for i in order])
         attached = set(nbrs.tolist())
         cosines = self._cosines(snap, vector / (np.linalg.norm(vector) or 1.0), order)
         predictor = self._index.config.training.predictor
-        return [
-            with_evidence(
-                node,
-                float(1.0 / (1.0 + np.exp(-ranking[i]))),
-                {
-                    "method": "lp-rag",
-                    "predictor": predictor,
-                    "link_probability": round(float(probs[i]), 6),
-                    "link_logit": round(float(logits[i]), 6),
-                    "ranking_score": round(float(ranking[i]), 6),
-                    "cosine_prior": self.params.cosine_prior,
-                    "cosine": round(float(cos), 6),
-                    "long_chunks": self.params.long_chunks,
-                    "rank": rank + 1,
-                    "attached_to_query": bool(i in attached),
-                },
-            )
-            for rank, (i, node, cos) in enumerate(zip(order, nodes, cosines, strict=True))
-        ]
+        out = []
+        for rank, (i, node, cos) in enumerate(zip(order.tolist(), nodes, cosines, strict=True)):
+            evidence = {
+                "method": "lp-rag",
+                "predictor": predictor,
+                "link_probability": round(float(probs[i]), 6),
+                "link_logit": round(float(logits[i]), 6),
+                "ranking_score": round(float(ranking[i]), 6),
+                "cosine_prior": self.params.cosine_prior,
+                "cosine": round(float(cos), 6),
+                "long_chunks": self.params.long_chunks,
+                "rank": rank + 1,
+                "attached_to_query": bool(i in attached),
+            }
+            score = float(1.0 / (1.0 + np.exp(-ranking[i])))
+            if weight > 0:
+                evidence["bm25_rank"] = bm25_ranks.get(snap.chunk_ids[i])
+                score = fused[rank]
+            out.append(with_evidence(node, score, evidence))
+        return out
 
 
 def _spread(values: np.ndarray, rows: np.ndarray | None, n: int, fill: float) -> np.ndarray:

@@ -84,6 +84,13 @@ class QCGRetrieval(Section):
         False,
         description="Top up to K chunks by chunk cosine when the graph collects fewer (ours).",
     )
+    bm25_weight: float = Field(
+        0.0,
+        ge=0,
+        description="Weight of BM25's rankings (query nodes in step 1, chunks in step 3) "
+        "fused with the cosine's and the graph's by reciprocal rank (ours, core/lexical.py; "
+        "0 is the paper).",
+    )
     long_chunks: LongChunks = Field(
         "pooled",
         description="A chunk longer than the embedder's window: its own cosine (chunk_weight, "
@@ -106,7 +113,8 @@ class QCGConfig(MethodConfig):
         "default": Preset(
             "LLM-free sentence nodes, chosen on 2wiki-101 by one sweep with MiniLM and "
             "reported on musique-100 (docs/methods/qcg.md). The chunk's own cosine votes "
-            "(chunk_weight 1) and fills short lists; with it the kNN hop lowered R@5, so h = 0.",
+            "(chunk_weight 1) and fills short lists; with it the kNN hop lowered R@5, so h = 0. "
+            "BM25 fused at weight 0.5 (core/lexical.py).",
             {
                 "query_nodes": "sentences",
                 "exclude_same_chunk": True,
@@ -115,11 +123,13 @@ class QCGConfig(MethodConfig):
                 "chunk_weight": 1.0,
                 "fill": True,
                 "long_chunks": "best-window",
+                "bm25_weight": 0.5,
             },
         ),
         "more-nodes": Preset(
-            "`default` with n = 30 query nodes: chosen on musique-100, reported on 2wiki-101.",
-            {"n": 30},
+            "`default` with n = 30 query nodes and BM25 off (bm25_weight 0 ranked best there): "
+            "chosen on musique-100, reported on 2wiki-101.",
+            {"n": 30, "bm25_weight": 0.0},
             base="default",
         ),
     }

@@ -7,8 +7,10 @@
    the top ``K`` (ties: more collected nodes, then the earlier chunk).
 
 Step 3 may collect fewer than ``K`` chunks; ``fill=True`` (ours) appends the others
-by their own cosine, counted in :attr:`QCGRetriever.stats`. Array work on the
-index's current snapshot, safe from several threads.
+by their own cosine, counted in :attr:`QCGRetriever.stats`. With ``bm25_weight > 0``
+(ours, ``core/lexical.py``) BM25 ranks the query nodes beside the cosine in step 1
+and the chunks beside the graph's score in step 3, each pair of rankings fused by
+reciprocal rank. Array work on the index's current snapshot, safe from several threads.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.config import top_k_of
 from ..core.embeddings import embed_query, normalize_rows, top_k_of_scores
+from ..core.lexical import fuse
 from ..core.nodes import require_query, with_evidence
 from ..core.rerank import rerank
 from ..core.rwlock import reading
@@ -62,6 +65,21 @@ class Collected:
     chunk_cos: np.ndarray | None = None
     filled: int = 0
     collected_chunks: int = 0
+    chunk_graph_scores: np.ndarray | None = None
+    bm25_ranks: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LexicalRanks:
+    """BM25's rankings for one question (``core/lexical.py``), best first.
+
+    Attributes:
+        nodes: Query-node rows of the layer.
+        chunks: Chunk codes of the layer.
+    """
+
+    nodes: np.ndarray
+    chunks: np.ndarray
 
 
 def collect(
@@ -69,19 +87,25 @@ def collect(
     query_vector: np.ndarray,
     params: QCGRetrieval,
     search: RowSearcher,
+    lexical: LexicalRanks | None = None,
 ) -> Collected:
     """Paper §3.4 steps 1-3 on one layer snapshot.
 
     ``search`` is step 1's lookup over the layer's rows: the index's
     :meth:`~..core.index.GraphIndexBase.searcher`, or ``MatrixSearch(layer.matrix)``.
+    ``lexical`` (with ``bm25_weight > 0``) is fused into steps 1 and 3.
     """
     empty = np.zeros(0, np.int64)
     if len(layer) == 0:
         return Collected(empty, np.zeros(0, np.float32), empty, empty, empty, np.zeros(0))
+    weight = params.bm25_weight if lexical is not None else 0.0
     # Step 1: the n best, then the threshold (the same set as thresholding first).
     hits = search.search(query_vector, params.n)
-    retrieved = hits.rows[hits.scores + params.epsilon >= params.gamma]
     sims = hits.cosines  # cos(q_u, q), indexable by rows
+    best = hits.rows
+    if weight > 0:  # the n best of the cosine's and BM25's rankings fused
+        best = fuse(hits.rows, lexical.nodes[: params.n], weight)[0][: params.n]
+    retrieved = best[np.asarray(sims[best]) + params.epsilon >= params.gamma]
     # Step 2: h-hop expansion over E_intra.
     n = len(layer)
     hop = np.full(n, -1, dtype=np.int64)
@@ -127,10 +151,19 @@ def collect(
         else:
             score[present] = np.maximum(score[present], cos_c)
     ranking = present[np.lexsort((present, -count[present], -score[present]))]
+    fused = None
+    if weight > 0:  # the graph's chunk ranking fused with BM25's (uncollected chunks too)
+        ranking, fused = fuse(ranking, lexical.chunks, weight)
+        missing = ranking[np.isnan(chunk_cos[ranking])]
+        if len(missing) and layer.chunk_matrix is not None:
+            chunk_cos[missing] = _own_cosines(layer, query_vector, missing, params)
     top = ranking[: params.K]
     found = Collected(
         rows, sims[rows], hop[rows], via[rows], top, score[top], chunk_cos[top], 0, len(present)
     )
+    if fused is not None:
+        found.chunk_graph_scores, found.chunk_scores = score[top], fused[: params.K]
+        found.bm25_ranks = {int(c): i + 1 for i, c in enumerate(lexical.chunks.tolist())}
     if params.fill and len(top) < params.K:
         _fill(layer, query_vector, params, present, found)
     return found
@@ -249,7 +282,8 @@ class QCGRetriever(BaseRetriever):
         params = self.params
         if self.reranker is not None:
             params = params.model_copy(update={"K": self.rerank_candidates})
-        found = collect(layer, normalize_rows(query_vector)[0], params, search)
+        lexical = self._lexical(layer, query, params) if params.bm25_weight > 0 else None
+        found = collect(layer, normalize_rows(query_vector)[0], params, search, lexical)
         self._count(found, params.K)
         if not len(found.chunk_codes):
             return []
@@ -274,12 +308,25 @@ class QCGRetriever(BaseRetriever):
             evidence["filled"] = bool(i >= len(found.chunk_codes) - found.filled)
             if evidence["filled"] or self.params.chunk_weight > 0:
                 evidence["chunk_cosine"] = round(float(found.chunk_cos[i]), 4)
+            if found.chunk_graph_scores is not None and i < len(found.chunk_graph_scores):
+                evidence["graph_score"] = round(float(found.chunk_graph_scores[i]), 4)
+                evidence["bm25_rank"] = found.bm25_ranks.get(int(code))
             if self.reranker is not None:
                 evidence["qcg_score"] = round(float(found.chunk_scores[i]), 4)
                 evidence["qcg_rank"] = i + 1
                 evidence["reranker"] = type(self.reranker).__name__
             out.append(with_evidence(chunks[i], score, evidence))
         return out
+
+    def _lexical(self, layer: QueryLayer, query: str, params: QCGRetrieval) -> LexicalRanks:
+        """BM25's query nodes (their text) and chunks for ``query`` on this layer."""
+        index = self._index
+        nodes = index.lexical(
+            "queries", layer, lambda: [f"{p.query} {p.answer}" for p in layer.pairs]
+        )
+        chunks = index.lexical("chunks", layer, lambda: index.passage_texts(layer.chunks))
+        depth = max(params.n, 2 * params.K, 20)
+        return LexicalRanks(nodes.top(query, depth)[0], chunks.top(query, depth)[0])
 
     def _evidence(
         self, layer: QueryLayer, found: Collected, mine: np.ndarray, rank: int

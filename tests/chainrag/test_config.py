@@ -38,6 +38,7 @@ DEFAULT_CHANGES = {
     "keep_rarest": True,
     "neighbor_score": "propagate",
     "nlp_processes": None,
+    "bm25_weight": 0.5,
 }
 
 

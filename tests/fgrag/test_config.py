@@ -52,7 +52,10 @@ def records(prompt: str) -> str:
 def test_presets_resolve_and_say_what_they_change():
     paper, default = FGRAGConfig.preset("paper"), FGRAGConfig.preset("default")
     assert paper == FGRAGConfig() and paper.uses_llm and not default.uses_llm
-    assert default == paper.updated(extractor="cooccurrence", fill="similarity")
+    assert default == paper.updated(
+        extractor="cooccurrence", fill="similarity", names_first=True, bm25_weight=0.5
+    )
+    assert FGRAGConfig.preset("light-bm25") == default.updated(bm25_weight=0.25)
     assert FGRAGConfig.resolve(None) == default and default.origin == "default"
     # The authors' settings where the paper is silent.
     expansion = paper.expansion

@@ -49,7 +49,13 @@ def test_a_reached_chunk_the_question_matches_is_within_k() -> None:
     assert [r.chunk_id for r in evidence] == ["hub1", "hub2"]
     combined, counts = rank_reached([exp], 2, similarity, None, evidence_weight=0.3)
     assert [r.chunk_id for r in combined] == ["gold", "hub2"]  # 0.8 + 0.3/9, 0.2 + 0.3*8/9
-    assert counts == {"reached": 4, "returned_reached": 2, "filled": 0, "without_vector": 0}
+    assert counts == {
+        "reached": 4,
+        "returned_reached": 2,
+        "filled": 0,
+        "without_vector": 0,
+        "lexical": 0,
+    }
     assert combined[0].evidence == pytest.approx(1 / 9)
     assert combined[1].evidence == pytest.approx(8 / 9)
 

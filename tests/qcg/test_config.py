@@ -34,7 +34,7 @@ def test_presets_resolve_and_say_what_they_change():
     assert QCGConfig.preset("paper-lihuaworld").flat() | {"k": 3, "n": 15, "gamma": 1.0} == (
         paper.flat()
     )
-    assert QCGConfig.preset("more-nodes") == default.updated(n=30)
+    assert QCGConfig.preset("more-nodes") == default.updated(n=30, bm25_weight=0.0)
     assert QCGConfig.resolve(None) == default and default.origin == "default"
     assert json.dumps(default.describe())  # reports and manifests take it as it is
 
