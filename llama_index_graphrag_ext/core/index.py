@@ -45,7 +45,7 @@ from .config import MethodConfig
 from .defaults import resolve_embed_model
 from .graph import TypedGraph
 from .index_persist import PersistedIndex, SuiteIndexList
-from .lexical import LexicalTable, fuse
+from .lexical import LexicalTable, fuse_ids
 from .llm import LLMChoice, LLMSteps, choose_llm
 from .nodes import prepare_documents
 from .rwlock import ReadWriteLock
@@ -261,11 +261,8 @@ class GraphIndexBase(OffLoopWrites, PersistedIndex, BaseIndex[IndexList]):
         if weight <= 0:
             return list(ranked), None, {}
         bm25_ids = self.bm25_passages(query, depth)
-        names = list(dict.fromkeys([*ranked, *bm25_ids]))
-        code = {c: i for i, c in enumerate(names)}
-        rows, fused = fuse([code[c] for c in ranked], [code[c] for c in bm25_ids], weight)
-        ranks = {c: i + 1 for i, c in enumerate(bm25_ids)}
-        return [names[r] for r in rows.tolist()], fused.tolist(), ranks
+        ids, fused = fuse_ids(ranked, bm25_ids, weight)
+        return ids, fused, {c: i + 1 for i, c in enumerate(bm25_ids)}
 
     def bm25_passages(self, query: str, depth: int) -> list[str]:
         """The ids of BM25's ``depth`` best passages for ``query`` (a positive score), best first."""

@@ -102,7 +102,11 @@ def fuse(
     return out, np.asarray([score[rows[i]] for i in order], np.float64)
 
 
-def lexical_ranks(table: LexicalTable, query: str, depth: int) -> dict[int, int]:
-    """Row -> its 1-based BM25 rank, for the ``depth`` best rows (for a passage's evidence)."""
-    rows, _ = table.top(query, depth)
-    return {int(r): i + 1 for i, r in enumerate(rows.tolist())}
+def fuse_ids(
+    primary: Sequence[str], lexical: Sequence[str], weight: float
+) -> tuple[list[str], list[float]]:
+    """:func:`fuse` over two rankings of ids (e.g. chunk ids): the fused ids and scores."""
+    names = list(dict.fromkeys([*primary, *lexical]))
+    code = {c: i for i, c in enumerate(names)}
+    rows, scores = fuse([code[c] for c in primary], [code[c] for c in lexical], weight)
+    return [names[r] for r in rows.tolist()], scores.tolist()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.lexical import fuse
+from ..core.lexical import fuse_ids
 from .expansion import Expansion
 
 #: How the reached chunks are ordered.
@@ -122,9 +122,10 @@ def rank_reached(
     fused = None
     bm25_rank = {c: r + 1 for r, c in enumerate(lexical)} if bm25_weight > 0 else {}
     if bm25_weight > 0 and lexical:
-        names = list(dict.fromkeys([*ids, *lexical]))
+        ranked, fused = fuse_ids([ids[i] for i in order.tolist()], lexical, bm25_weight)
+        names = ids + [c for c in dict.fromkeys(lexical) if c not in raw]
         code = {c: i for i, c in enumerate(names)}
-        order, fused = fuse(order, [code[c] for c in lexical], bm25_weight)
+        order = np.asarray([code[c] for c in ranked], np.int64)
         new = [names[i] for i in order[:k].tolist() if i >= len(ids)]
         extra = np.asarray(similarity(new), np.float64) if new and similarity else []
         ids, sims = names, np.concatenate([sims, np.full(len(names) - len(ids), np.nan)])

@@ -35,6 +35,32 @@ def _hits(chunk: str, n: int, seed: float = 0.9) -> list[Description]:
     ]
 
 
+def test_bm25_fuses_with_the_reached_ranking_and_may_add_a_chunk() -> None:
+    exp = Expansion("q", hits=[*_hits("hub1", 9), *_hits("hub2", 8)])
+    sims = {"hub1": 0.1, "hub2": 0.2, "named": 0.05}
+
+    def similarity(ids):
+        return np.array([sims[c] for c in ids])
+
+    ranked, counts = rank_reached(
+        [exp], 2, similarity, None, lexical=["named", "hub2"], bm25_weight=1.0
+    )
+    # reached: hub2 (0.2 + 0.3 x 8/9), hub1 (0.1 + 0.3); BM25: named, hub2. Fused:
+    # hub2 1/3 + 1/4, named 1/3 (BM25 alone), hub1 1/4
+    assert [r.chunk_id for r in ranked] == ["hub2", "named"]
+    assert ranked[0].bm25_rank == 2 and ranked[1].bm25_rank == 1
+    ranked, counts = rank_reached(
+        [exp], 3, similarity, None, lexical=["named", "hub2"], bm25_weight=1.0
+    )
+    assert [r.chunk_id for r in ranked] == ["hub2", "named", "hub1"]
+    named = ranked[1]
+    assert named.source == "bm25" and named.similarity == pytest.approx(0.05)
+    assert counts["lexical"] == 1 and counts["returned_reached"] == 2
+    assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
+    off, _ = rank_reached([exp], 3, similarity, None, lexical=["named"], bm25_weight=0.0)
+    assert [r.chunk_id for r in off] == ["hub2", "hub1"]
+
+
 def test_a_reached_chunk_the_question_matches_is_within_k() -> None:
     # Three hub chunks gathered many descriptions; "gold" one, but it is the
     # chunk nearest the question. Evidence alone ranks it fourth, below k=2.

@@ -95,6 +95,32 @@ def test_ties_prefer_more_support_then_the_earlier_chunk():
     assert chunks == ["B", "A", "C"]
 
 
+def test_bm25_ranks_join_step_1_and_step_3_by_reciprocal_rank():
+    from llama_index_graphrag_ext.qcg.retriever import LexicalRanks
+
+    layer = _layer(COS, CHUNKS, KNN)
+    # BM25 ranks node 4 (chunk D, cosine -0.2) first, and chunks E then B.
+    lexical = LexicalRanks(nodes=np.array([4]), chunks=np.array([4, 1]))
+    params = QCGRetrieval(gamma=0.5, h=0, n=2, bm25_weight=1.0)
+    found = collect(layer, QUERY, params, MatrixSearch(layer.matrix), lexical)
+    # step 1: cosine's [0, 2] and BM25's [4] fused: 0 and 4 (1/3 each) before 2 (1/4)
+    assert sorted(found.rows.tolist()) == [0, 4]
+    # step 3: the graph's [A, D] and BM25's [E, B] fused; E joins though no node reached it
+    assert [layer.chunks[c] for c in found.chunk_codes] == ["A", "E", "D", "B"]
+    assert np.allclose(found.chunk_scores, [1 / 3, 1 / 3, 1 / 4, 1 / 4])
+    assert found.bm25_ranks == {4: 1, 1: 2}
+    # a node BM25 brings still meets the paper's threshold on its cosine
+    strict = collect(
+        layer, QUERY, params.model_copy(update={"gamma": 1.0}), MatrixSearch(layer.matrix), lexical
+    )
+    assert strict.rows.tolist() == [0]
+    # weight 0: exactly the paper's steps
+    off = QCGRetrieval(gamma=0.5, h=0, n=2)
+    plain = collect(layer, QUERY, off, MatrixSearch(layer.matrix))
+    given = collect(layer, QUERY, off, MatrixSearch(layer.matrix), lexical)
+    assert plain.chunk_codes.tolist() == given.chunk_codes.tolist() == [0, 1]
+
+
 def test_nothing_passes_or_empty_layer():
     chunks, _ = _ranked(QCGRetrieval(gamma=2.0, h=1))
     assert chunks == []
