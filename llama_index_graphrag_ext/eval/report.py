@@ -33,12 +33,12 @@ cache* used `--embed-cache`: the first method to embed a passage pays for it and
 later methods (and later runs) read it, so their index seconds leave out
 embedding the passages; `idx/embed` relates each to encoding the corpus once.
 
-The first two sections were taken after each method's settings moved into its
-own config: a Python user who builds a method with `config="default"` (or the
-preset a row names) gets exactly the ranking its row measured. The later
-sections name methods as they were called when they were taken (`cue-0.0`,
-`qcg-sentences`, ...); [Run names](benchmarks.md#run-names) gives each old name's
-new one, which ranks the same.
+The first four sections were taken with the presets as they ship, BM25 fused
+into each graph method: a Python user who builds a method with
+`config="default"` (or the preset a row names) gets exactly the ranking its row
+measured. The later sections were taken before, and name methods as they were
+called then (`cue-0.0`, `qcg-sentences`, ...); [Run names](benchmarks.md#run-names)
+gives each old name's new one, which ranks as it did with `/bm25_weight=0`.
 """
 
 
