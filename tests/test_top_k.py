@@ -3,7 +3,6 @@ the same way, and one error for an empty query."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 import pytest
@@ -27,8 +26,7 @@ def indexes():
         nodes = PassageParser().get_nodes_from_documents(docs)
         out = {}
         for name in METHODS:
-            module, cls = SPECS[name].index.split(":")
-            index_class = getattr(importlib.import_module(module), cls)
+            index_class = SPECS[name].index_class()
             extra = {"epochs": 2} if name == "lprag" else {}
             out[name] = index_class(nodes, embed_model=BagOfWordsEmbedding(), **extra)
         return out

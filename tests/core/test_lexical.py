@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 import numpy as np
@@ -58,8 +57,7 @@ def blind_indexes():
         nodes = PassageParser().get_nodes_from_documents(docs)
         out = {}
         for name in GRAPH_METHODS:
-            module, cls = SPECS[name].index.split(":")
-            index_class = getattr(importlib.import_module(module), cls)
+            index_class = SPECS[name].index_class()
             extra = {"epochs": 2} if name == "lprag" else {}
             out[name] = index_class(nodes, embed_model=MockEmbedding(embed_dim=8), **extra)
         return out
@@ -90,9 +88,7 @@ def test_the_paper_presets_keep_bm25_off(name):
 
 
 def test_bm25_follows_inserts_and_deletes():
-    spec = SPECS["chainrag"]
-    module, cls = spec.index.split(":")
-    index_class = getattr(importlib.import_module(module), cls)
+    index_class = SPECS["chainrag"].index_class()
     nodes = PassageParser().get_nodes_from_documents(
         [Document(text=_filler(i), doc_id=f"d{i}") for i in range(6)]
     )

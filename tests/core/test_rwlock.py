@@ -3,7 +3,6 @@ deletes, on every method; no retrieval fails, each sees the index before or afte
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -30,8 +29,7 @@ def passages(n: int, start: int = 0) -> list[Document]:
 
 @pytest.mark.parametrize("name", ["qcg", "cue", "chainrag", "fgrag", "lprag"])
 def test_four_readers_and_a_writer_see_no_error(name, bow_embed):
-    module, cls = SPECS[name].index.split(":")
-    index_class = getattr(importlib.import_module(module), cls)
+    index_class = SPECS[name].index_class()
     extra = {"epochs": 2} if name == "lprag" else {}
     logging.disable(logging.WARNING)
     try:

@@ -272,6 +272,9 @@ class TextLengthScorer(EmbeddingScorer):
 
 
 def test_only_returned_chunks_are_fetched_when_the_scorer_ignores_texts(small_index, monkeypatch):
+    question = "Where was the guitarist of Green born?"
+    retriever = small_index.as_retriever(similarity_top_k=2, fill="none")
+    retriever.retrieve(question)  # the first query builds BM25 over the passages, once
     fetched = []
     get_chunks = small_index.get_chunks
 
@@ -280,8 +283,7 @@ def test_only_returned_chunks_are_fetched_when_the_scorer_ignores_texts(small_in
         return get_chunks(ids)
 
     monkeypatch.setattr(small_index, "get_chunks", counting)
-    question = "Where was the guitarist of Green born?"
-    results = small_index.as_retriever(similarity_top_k=2, fill="none").retrieve(question)
+    results = retriever.retrieve(question)
     assert len(results) == 2
     assert fetched == [[r.node.node_id for r in results]]
 
@@ -290,7 +292,7 @@ def test_a_scorer_that_reads_texts_gets_every_candidate_text(small_index):
     scorer = TextLengthScorer()
     question = "Where was the guitarist of Green born?"
     retriever = small_index.as_retriever(
-        similarity_top_k=2, fill="none", reranker=scorer, path_weight=0.0
+        similarity_top_k=2, fill="none", reranker=scorer, path_weight=0.0, bm25_weight=0.0
     )
     results = retriever.retrieve(question)
     texts = {n.get_content() for n in small_index.get_chunks(small_index.chunk_ids())}

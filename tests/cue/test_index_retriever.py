@@ -94,8 +94,11 @@ def test_ablation_switches_change_the_anchors(index):
     full = index.as_retriever(similarity_top_k=4).retrieve(QUESTION)[0].node.metadata["evidence"]
     no_sa = index.as_retriever(similarity_top_k=4, use_sa=False).retrieve(QUESTION)[0]
     assert full["query_entities"] and not no_sa.node.metadata["evidence"]["query_entities"]
-    no_both = index.as_retriever(similarity_top_k=4, use_sa=False, use_ka=False, fill="none")
-    assert no_both.retrieve(QUESTION) == []  # nothing to anchor on
+    no_both = dict(similarity_top_k=4, use_sa=False, use_ka=False, fill="none")
+    assert index.as_retriever(**no_both, bm25_weight=0).retrieve(QUESTION) == []  # no anchor
+    # with BM25 fused, only the passages BM25 ranks come back, and say so
+    lexical = index.as_retriever(**no_both).retrieve(QUESTION)
+    assert lexical and {r.node.metadata["evidence"]["source"] for r in lexical} == {"bm25"}
 
 
 def test_delete_keeps_shared_entities_and_drops_orphans(index):

@@ -320,13 +320,16 @@ def test_ten_megabyte_document_in_the_graph_indexes(
     assert hash_embed.longest_text <= TEN_MB + 1000  # the chunk (and its title), once
     retriever = retriever_for(method, index, 2)
     if method == "fgrag":
-        # Without NER there is no entity, so FG-RAG reaches nothing, and says so; the
-        # default preset's fill tops the list up by similarity, marked as such.
+        # Without NER there is no entity, so FG-RAG reaches nothing, and says so; BM25
+        # still finds the passage naming her, and the default preset's fill tops the
+        # list up by similarity; each marked as such.
         assert "5 of 5 chunk(s) gave no entity" in caplog.text
         filled = retriever.retrieve("Where was Marie Curie born?")
-        assert [r.node.metadata["evidence"]["source"] for r in filled] == ["similarity-fill"] * 2
+        sources = [r.node.metadata["evidence"]["source"] for r in filled]
+        assert sources == ["bm25", "similarity-fill"] and source_ids(filled)[0] == "curie"
         assert retriever.stats["reached_chunks"] == 0
-        unfilled = index.as_retriever(similarity_top_k=2, fill="none")
+        assert retriever.stats["returned_lexical"] == 1
+        unfilled = index.as_retriever(similarity_top_k=2, fill="none", bm25_weight=0)
         assert unfilled.retrieve("Where was Marie Curie born?") == []
     else:
         assert source_ids(retriever.retrieve("Where was Marie Curie born?"))[0] == "curie"
