@@ -16,9 +16,10 @@ ranks from 1; a list that lacks ``d`` adds nothing; ties keep the method's order
 several methods rank by something other than a cosine (paths, probabilities,
 counts), and a BM25 score has no fixed scale.
 
-``RRF_K = 2`` was chosen on 2wiki-101 from {2, 5, 10, 20} (the methods' final
-lists fused with BM25's, ``docs/results.md``); the usual 60 is for fusing many
-long lists, and flattens the top ranks that matter at k = 5.
+``RRF_K = 2`` was chosen on 2wiki-101 from {2, 5, 10, 20}, fusing the five
+methods' top-10 lists of an earlier acceptance run with BM25's (``docs/benchmarks.md``,
+"Names and rare words"); the usual 60 suits fusing many long lists, and flattens
+the top ranks that matter at k = 5.
 
 A :class:`LexicalTable` is derived from the index's texts, never persisted: an
 index builds it on a retriever's first query over each snapshot
