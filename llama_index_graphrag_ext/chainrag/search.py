@@ -122,7 +122,7 @@ class SentenceSearch:
         rows, scores = search(qv, self.params.candidate_k)
         ranked = self._rerank(state, rows.tolist(), scores)
         if self.params.bm25_weight > 0:
-            ranked = self._with_bm25(sg, query, qv, ranked)
+            ranked = self._with_bm25(state, ranked)
         state.candidates = ranked
         for row, score in ranked[: self.params.k]:
             self._add(state, Gathered(row, score, "seed", 0), force=True)
@@ -130,18 +130,20 @@ class SentenceSearch:
         return state
 
     def _with_bm25(
-        self, sg: SentenceGraph, query: str, qv: np.ndarray, ranked: list[tuple[int, float]]
+        self, state: SearchState, ranked: list[tuple[int, float]]
     ) -> list[tuple[int, float]]:
         """The first round's candidates fused with BM25's best sentences (``core/lexical.py``):
-        seeds in fused order, each keeping its cosine (or reranker) score."""
+        seeds in fused order, each keeping its score; a sentence BM25 alone brings is
+        scored as the others were (cosine, or the reranker's score)."""
+        sg = state.graph
         table = self.index.lexical("sentences", sg, lambda: [sg.text(r) for r in range(len(sg))])
-        lexical, _ = table.top(query, self.params.candidate_k)
+        lexical, _ = table.top(state.query, self.params.candidate_k)
         rows, _ = fuse([r for r, _ in ranked], lexical, self.params.bm25_weight)
         rows = rows[: self.params.candidate_k].tolist()
         score = dict(ranked)
         new = [r for r in rows if r not in score]
         if new:
-            score.update(zip(new, (sg.vectors[new] @ qv).tolist(), strict=True))
+            score.update(self._rerank(state, new, sg.vectors[new] @ state.query_vector))
         return [(r, float(score[r])) for r in rows]
 
     def _add(self, state: SearchState, item: Gathered, force: bool = False) -> bool:

@@ -224,3 +224,13 @@ def test_word_budget_is_cut_to_the_llm_context_window():
     assert words_that_fit(small) == int((2048 - 256 - 400) * 0.6)
     large = ScriptedLLM(default="x", context_window=128000, num_output=512)
     assert words_that_fit(large) > 3000
+
+
+def test_a_seed_bm25_brings_is_scored_by_the_reranker_like_the_others(index):
+    # Every sentence BM25 alone brings (here: an empty first round) is scored by the
+    # reranker as the cosine's were (word overlap, an integer), never by a cosine.
+    search = index.as_retriever(reranker=_TopTwo(), k=3, candidate_k=3, bm25_weight=1.0).search
+    state = search.start(QUESTION)
+    brought = search._with_bm25(state, [])
+    assert brought and all(float(s).is_integer() for _, s in brought)
+    assert all(float(s).is_integer() for _, s in state.candidates)
