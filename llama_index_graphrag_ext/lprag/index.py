@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,11 @@ class _Snapshot:
     z_chunks: np.ndarray
     #: The windows of chunks longer than the embedder's window.
     windows: ChunkWindows | None = None
+
+    @cached_property
+    def row_of(self) -> dict[str, int]:
+        """Chunk id -> row (made once per snapshot, on first use)."""
+        return {c: i for i, c in enumerate(self.chunk_ids)}
 
 
 class ChunkQueryLinkIndex(GraphIndexBase):

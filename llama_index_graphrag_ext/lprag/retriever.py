@@ -129,7 +129,7 @@ class LinkPredictionRetriever(BaseRetriever):
         m = self.config.graph.M
         nbrs = np.asarray(self._index.nearest_chunk_rows(snap, vector, m), np.int64)
         if self.params.bm25_weight > 0 and query is not None:
-            row = {c: i for i, c in enumerate(snap.chunk_ids)}
+            row = snap.row_of
             lexical = [row[c] for c in self._index.bm25_passages(query, m) if c in row]
             nbrs = fuse(nbrs, lexical, self.params.bm25_weight)[0][:m]
         rows = self._candidates(snap, vector)
@@ -183,8 +183,7 @@ class LinkPredictionRetriever(BaseRetriever):
             fused_ids, fused, bm25_ranks = self._index.fuse_passages(
                 query, ids, weight, max(2 * cap, 20)
             )
-            row = {c: i for i, c in enumerate(snap.chunk_ids)}
-            order = np.asarray([row[c] for c in fused_ids[:cap]], np.int64)
+            order = np.asarray([snap.row_of[c] for c in fused_ids[:cap]], np.int64)
         if not len(order):
             return []
         nodes = self._index.get_chunks([snap.chunk_ids[i] for i in order])
