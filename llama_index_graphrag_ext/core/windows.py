@@ -10,7 +10,7 @@ chunk by its best window keeps what any part says. Window vectors come from
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,64 @@ def embed_with_windows(
         out[i] = pooler.pool(windows[i])
     pooler.count_pooled(len(long), sum(len(windows[i]) for i in long))
     return out, windows
+
+
+def sentence_runs(sentences: Sequence[str], words: int) -> list[str]:
+    """``sentences`` joined in order into runs of at most ``words`` words (a longer
+    sentence is a run alone)."""
+    runs: list[str] = []
+    current: list[str] = []
+    count = 0
+    for sentence in sentences:
+        n = len(sentence.split())
+        if current and count + n > words:
+            runs.append(" ".join(current))
+            current, count = [], 0
+        current.append(sentence)
+        count += n
+    if current:
+        runs.append(" ".join(current))
+    return runs
+
+
+def sentence_windows(
+    embed_model: BaseEmbedding,
+    texts: Sequence[str],
+    windows: Sequence[np.ndarray | None],
+    split: Callable[[list[str]], list[list[str]]],
+    words: int,
+    *,
+    show_progress: bool = False,
+) -> list[np.ndarray | None]:
+    """``windows`` with each long text's (one with windows) replaced by the unit vectors
+    of its runs of whole sentences, each of at most ``words`` words (a longer sentence
+    is a run alone); a long text that makes one run keeps its windows.
+
+    A window of the embedder's size holds several topics of a many-topic document
+    (256 word pieces: two or three short paragraphs), so its cosine blurs them; a
+    run of a short passage's size holds about one. Single sentences blur less but
+    lift a long chunk above short ones: the best of many small cosines is high by
+    chance (LP-RAG's measurements: ``docs/methods/lprag.md``, Long documents).
+    """
+    long = [i for i, w in enumerate(windows) if w is not None]
+    out = list(windows)
+    if not long:
+        return out
+    pieces, owner = [], []
+    for i, sentences in zip(long, split([texts[i] for i in long]), strict=True):
+        runs = sentence_runs(sentences, words)
+        if len(runs) > 1:
+            pieces += runs
+            owner += [i] * len(runs)
+    if not pieces:
+        return out
+    vectors = embed_texts(
+        embed_model, pieces, show_progress=show_progress, desc="Embedding sentences"
+    )
+    owners = np.asarray(owner, dtype=np.int64)
+    for i in np.unique(owners).tolist():
+        out[i] = vectors[owners == i]
+    return out
 
 
 def windows_missing(method: str, folder: Any, chunks: int, build_stats: MutableMapping) -> None:

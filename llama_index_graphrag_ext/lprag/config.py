@@ -164,10 +164,12 @@ class LPRAGRetrieval(Section):
         "final passages) fused with the cosine's and the link scores' by reciprocal rank "
         "(ours, core/lexical.py; 0 is the paper).",
     )
-    long_chunks: Literal["best-window", "pooled"] = Field(
+    long_chunks: Literal["best-sentences", "best-window", "pooled"] = Field(
         "pooled",
         description="A chunk longer than the embedder's window: its cosine from its best "
-        "window, or from its pooled vector (core/windows.py; ours).",
+        "run of whole sentences (at most 60 words), its best window, or its pooled vector "
+        "(core/windows.py; ours). The runs or windows are embedded when the index is built: "
+        "'best-sentences' and 'best-window' need an index built with that value.",
     )
 
     @field_validator("cosine_prior", mode="before")
@@ -238,7 +240,8 @@ class LPRAGConfig(MethodConfig):
         "default": Preset(
             "LLM-free: `pseudo` with masked bridge queries (3 a chunk) and messages along "
             "title links only, half hard negatives, M = 3, 60 epochs, three predictors and "
-            "the standardized cosine prior, BM25 fused at weight 0.5. Chosen on 2wiki-101, "
+            "the standardized cosine prior, BM25 fused at weight 0.5, a long chunk scored by its "
+            "best run of sentences. Chosen on 2wiki-101 (plain and joined eight to a document), "
             "reported on musique-100 "
             "(formerly `lprag-pseudo-titles`; docs/methods/lprag.md).",
             {
@@ -252,6 +255,7 @@ class LPRAGConfig(MethodConfig):
                 "ensemble": 3,
                 "cosine_prior": STANDARDIZED,
                 "bm25_weight": 0.5,
+                "long_chunks": "best-sentences",
             },
             base="pseudo",
         ),

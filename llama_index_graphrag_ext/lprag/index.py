@@ -31,19 +31,32 @@ from ..core.graph import TypedGraph
 from ..core.index import GraphIndexBase
 from ..core.llm import UsageMeter
 from ..core.vectors import InMemoryVectorTable
-from ..core.windows import ChunkWindows, chunk_of, embed_with_windows, window_rows
+from ..core.windows import (
+    ChunkWindows,
+    chunk_of,
+    embed_with_windows,
+    sentence_windows,
+    window_rows,
+)
 from .chunk_graph import ChunkEntityKeys, Mention, chunk_edges, link_graph, no_edges, typed_graph
 from .config import LPRAGConfig
 from .link_graph import ChunkStructure, LinkGraph
 from .persistence import LinkIndexState, read_state, write_state
 from .predictor import LinkPredictor, LinkScorer, MeanScorer
 from .prompts import LP_ANSWER_PROMPT
+from .pseudo_queries import chunk_sentences
 from .query_table import QueryTable
 from .query_writer import QueryNodeWriter
 from .retriever import LinkPredictionRetriever
 from .training import TrainReport, train_link_predictor
 
 logger = logging.getLogger(__name__)
+
+#: ``window_unit`` of an index whose long chunks are scored by runs of sentences.
+SENTENCE_RUNS = "sentences"
+#: Most words in one run (about a short passage): chosen on 2wiki-101, plain and joined
+#: eight passages to a document, from single sentences, 60 and 100 (docs/methods/lprag.md).
+SENTENCE_RUN_WORDS = 60
 
 
 @dataclass(frozen=True)
@@ -144,6 +157,12 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         vectors, windows = embed_with_windows(
             self.embed_model, texts, show_progress=self._show_progress, desc="Embedding chunks"
         )
+        unit = self.build_stats["window_unit"] = self.window_unit  # fixed by the first build
+        if unit == SENTENCE_RUNS:  # a long chunk's runs of sentences, not windows
+            windows = sentence_windows(
+                self.embed_model, texts, windows, chunk_sentences, SENTENCE_RUN_WORDS,
+                show_progress=self._show_progress,
+            )  # fmt: skip
         first_build = not self._models
         self._chunks.add([n.node_id for n in nodes], vectors)
         window_ids, window_matrix = window_rows([n.node_id for n in nodes], windows)
@@ -162,6 +181,20 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         else:
             logger.info("update_policy='none': %d chunk(s) added, model kept", len(nodes))
         self._refresh()
+
+    @property
+    def window_unit(self) -> str:
+        """What the long chunks' windows are: the embedder's windows (``"windows"``) or
+        runs of whole sentences (``"sentences"``, for ``long_chunks="best-sentences"``).
+
+        Chosen when the index is first built; an index persisted before runs existed
+        holds windows.
+        """
+        unit = self.build_stats.get("window_unit")
+        if unit is None and len(self._chunks) == 0:
+            best = self.config.retrieval.long_chunks == "best-sentences"
+            unit = SENTENCE_RUNS if best else "windows"
+        return unit or "windows"
 
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
         gone = set(node_ids)

@@ -7,9 +7,10 @@ the chunks are ranked by link probability ``σ(φ(q, C))``: the top
 
 With ``max_candidates`` set, a larger index scores only the ``max_candidates``
 chunks nearest the query (the decoder costs ``n x hidden^2`` per query). With
-``long_chunks="best-window"``, a long chunk's query cosine is its best window's,
-where the decoder reads it and in the fused ranking; its graph state and the
-query's attachments keep the pooled vector the model was trained on.
+``long_chunks="best-sentences"`` (or ``"best-window"``), a long chunk's query
+cosine is its best run of sentences' (or window's), where the decoder reads it
+and in the fused ranking; its graph state and the query's attachments keep the
+pooled vector the model was trained on.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from .config import STANDARDIZED, LPRAGConfig
 
 #: Scale of the cosine prior: the decoder's initial cosine scale.
 COSINE_PRIOR_SCALE = 10.0
+#: ``long_chunks`` -> the index's ``window_unit`` it reads, and back.
+_WINDOW_UNITS = {"best-sentences": "sentences", "best-window": "windows"}
+_LONG_CHUNKS = {unit: value for value, unit in _WINDOW_UNITS.items()}
 
 
 def standardize(scores: np.ndarray) -> np.ndarray:
@@ -69,6 +73,13 @@ class LinkPredictionRetriever(BaseRetriever):
         if similarity_top_k is None and self.params.tau is None:
             raise ValueError("set similarity_top_k, tau or both")
         similarity_top_k = top_k_of(similarity_top_k)  # None: no cap, tau alone
+        unit = _WINDOW_UNITS.get(self.params.long_chunks)
+        if unit is not None and unit != index.window_unit:
+            raise ValueError(
+                f"long_chunks={self.params.long_chunks!r} needs the index built with it: this "
+                f"one holds its long chunks' {index.window_unit} (long_chunks="
+                f"{_LONG_CHUNKS[index.window_unit]!r} or 'pooled' reads it; or build it again)"
+            )
         self._index = index
         self.similarity_top_k = similarity_top_k
         super().__init__(callback_manager=callback_manager or index._callback_manager)
@@ -152,9 +163,10 @@ class LinkPredictionRetriever(BaseRetriever):
         return 1.0 / (1.0 + np.exp(-logits)), logits, _spread(ranking, rows, n, -np.inf), nbrs
 
     def _window_cosines(self, snap, unit: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
-        """The cosines of the chunks ``rows``, a long chunk's its best window's; ``None``
-        when every chunk keeps its own vector's (``long_chunks="pooled"``, no long chunk)."""
-        if self.params.long_chunks != "best-window" or snap.windows is None:
+        """The cosines of the chunks ``rows``, a long chunk's its best run's or window's;
+        ``None`` when every chunk keeps its own vector's (``long_chunks="pooled"``, no long
+        chunk)."""
+        if self.params.long_chunks == "pooled" or snap.windows is None:
             return None
         return snap.windows.best(snap.z_chunks[rows] @ unit, rows, unit)
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from llama_index_graphrag_ext.core.embed_cache import CachedEmbedding
+from llama_index_graphrag_ext.core.embeddings import embed_texts
 from llama_index_graphrag_ext.core.hash_embedding import HashEmbedding
 from llama_index_graphrag_ext.core.windows import (
     ChunkWindows,
     chunk_of,
     embed_with_windows,
     find_pooler,
+    sentence_runs,
+    sentence_windows,
     window_ids,
     window_rows,
 )
@@ -80,3 +83,28 @@ def test_embed_with_windows_embeds_each_window_once_and_pools_as_the_wrapper(min
     for plain in (HashEmbedding(dim=8), minilm.inner):
         flat, none = embed_with_windows(plain, texts)
         assert none == [None] * 3 and flat.shape[0] == 3
+
+
+def test_sentence_runs_join_whole_sentences_up_to_the_word_budget():
+    sentences = ["one two three.", "four five.", "six seven eight nine.", "ten."]
+    assert sentence_runs(sentences, 5) == [
+        "one two three. four five.",
+        "six seven eight nine. ten.",
+    ]
+    # A sentence longer than the budget is a run of its own; nothing is cut or lost.
+    assert sentence_runs(["a b c d e f g.", "h."], 3) == ["a b c d e f g.", "h."]
+    assert sentence_runs([], 5) == []
+
+
+def test_sentence_windows_replace_only_long_texts_windows_by_their_runs():
+    embed = HashEmbedding(dim=16)
+    two = np.stack([_unit(*[1] + [0] * 15), _unit(*[0, 1] + [0] * 14)])
+    texts = ["short.", "Alpha beta. Gamma delta. Epsilon zeta.", "One run only."]
+    split = lambda batch: [t.replace(". ", ".|").split("|") for t in batch]  # noqa: E731
+    out = sentence_windows(embed, texts, [None, two, two], split, 2)
+    assert out[0] is None
+    # The long text's windows are now its three runs' unit vectors, as embed_texts makes them.
+    runs = ["Alpha beta.", "Gamma delta.", "Epsilon zeta."]
+    assert out[1].shape == (3, 16) and np.allclose(out[1], embed_texts(embed, runs))
+    # A long text whose sentences make a single run keeps the embedder's windows.
+    assert out[2] is two

@@ -57,8 +57,11 @@ def test_presets_resolve_validate_and_say_what_they_change():
     assert not pseudo.uses_llm and pseudo.training == paper.training
     default = LPRAGConfig.preset("default")
     assert LPRAGConfig.resolve(None) == default and not default.uses_llm
-    # The settings the runner's lprag-pseudo-titles used, BM25 fused, and nothing else changed.
-    assert default == LPRAGConfig().updated(TITLES, atomic_chunks=False, bm25_weight=0.5)
+    # The settings the runner's lprag-pseudo-titles used, BM25 fused, long chunks scored by
+    # their best run of sentences, and nothing else changed.
+    assert default == LPRAGConfig().updated(
+        TITLES, atomic_chunks=False, bm25_weight=0.5, long_chunks="best-sentences"
+    )
     assert LPRAGConfig.preset("short-training") == default.updated(epochs=30, bm25_weight=0.25)
     table7 = LPRAGConfig.preset("paper-2wiki").training
     assert (table7.layers, table7.lr, table7.hidden, table7.epochs) == (3, 0.0085, 32, 1000)

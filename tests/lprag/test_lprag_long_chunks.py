@@ -59,3 +59,45 @@ def test_windows_persist_and_leave_with_their_chunk(index, minilm, tmp_path):
     loaded.delete_ref_doc("log")
     assert len(loaded._windows) == 0 and loaded._snapshot.windows is None
     assert loaded.build_stats["chunk_windows"] == 0
+
+
+@pytest.fixture(scope="module")
+def runs_index(minilm):
+    return ChunkQueryLinkIndex.from_documents(
+        DOCS, embed_model=minilm, transformations=[PassageParser()], config="pseudo",
+        long_chunks="best-sentences", **SMALL,
+    )  # fmt: skip
+
+
+def test_best_sentences_scores_the_long_chunk_by_its_best_run(runs_index, index):
+    # The log's windows are now its runs of whole sentences (at most 60 words each),
+    # and only the log has them; the index says so, and keeps saying so after a reload.
+    assert runs_index.window_unit == "sentences" and index.window_unit == "windows"
+    assert_only_the_log_has_windows(
+        runs_index, runs_index._snapshot.windows, runs_index._chunks.row_of
+    )
+    assert len(runs_index._windows) > len(index._windows)
+    runs, windows = _ranked(runs_index), _ranked(index)
+    # The run that names the lighthouse is closer to the question than any window holding it.
+    assert runs["log"]["cosine"] > windows["log"]["cosine"] + 0.05
+    assert runs["log"]["long_chunks"] == "best-sentences" and runs["log"]["rank"] == 1
+    for doc in set(runs) - {"log"}:  # a short chunk's cosine is its own, as before
+        assert runs[doc]["cosine"] == pytest.approx(windows[doc]["cosine"], abs=1e-6)
+
+
+def test_a_window_unit_the_index_was_not_built_with_is_one_clear_error(runs_index, index):
+    with pytest.raises(ValueError, match="holds its long chunks' sentences"):
+        runs_index.as_retriever(long_chunks="best-window")
+    with pytest.raises(ValueError, match="holds its long chunks' windows"):
+        index.as_retriever(long_chunks="best-sentences")
+    # The pooled vector is there either way.
+    assert _ranked(runs_index, long_chunks="pooled") == _ranked(index, long_chunks="pooled")
+
+
+def test_runs_persist_and_an_older_index_reads_as_windows(runs_index, minilm, tmp_path):
+    runs_index.persist(tmp_path / "runs")
+    loaded = ChunkQueryLinkIndex.load(tmp_path / "runs", embed_model=minilm)
+    assert loaded.window_unit == "sentences" and _ranked(loaded) == _ranked(runs_index)
+    # An index persisted before runs existed has no window_unit: its windows are windows.
+    loaded.build_stats.pop("window_unit")
+    assert loaded.window_unit == "windows"
