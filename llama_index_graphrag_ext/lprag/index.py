@@ -105,7 +105,8 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         self._snapshot: _Snapshot | None = None
         #: One training report per ensemble member.
         self.train_reports: list[TrainReport] = []
-        self.build_stats: dict[str, Any] = {}
+        best = self.config.retrieval.long_chunks == "best-sentences"
+        self.build_stats: dict[str, Any] = {"window_unit": SENTENCE_RUNS if best else "windows"}
         self._rng = np.random.default_rng(self.config.training.seed)
         self._graph = TypedGraph()
         self._mentions: list[Mention] = []
@@ -157,8 +158,7 @@ class ChunkQueryLinkIndex(GraphIndexBase):
         vectors, windows = embed_with_windows(
             self.embed_model, texts, show_progress=self._show_progress, desc="Embedding chunks"
         )
-        unit = self.build_stats["window_unit"] = self.window_unit  # fixed by the first build
-        if unit == SENTENCE_RUNS:  # a long chunk's runs of sentences, not windows
+        if self.window_unit == SENTENCE_RUNS:  # a long chunk's runs of sentences, not windows
             windows = sentence_windows(
                 self.embed_model, texts, windows, chunk_sentences, SENTENCE_RUN_WORDS,
                 show_progress=self._show_progress,
@@ -186,15 +186,9 @@ class ChunkQueryLinkIndex(GraphIndexBase):
     def window_unit(self) -> str:
         """What the long chunks' windows are: the embedder's windows (``"windows"``) or
         runs of whole sentences (``"sentences"``, for ``long_chunks="best-sentences"``).
-
-        Chosen when the index is first built; an index persisted before runs existed
-        holds windows.
-        """
-        unit = self.build_stats.get("window_unit")
-        if unit is None and len(self._chunks) == 0:
-            best = self.config.retrieval.long_chunks == "best-sentences"
-            unit = SENTENCE_RUNS if best else "windows"
-        return unit or "windows"
+        Set by the config an index is made with; one persisted before runs existed holds
+        windows."""
+        return self.build_stats.get("window_unit", "windows")
 
     def _remove_chunks(self, node_ids: Sequence[str]) -> None:
         gone = set(node_ids)
